@@ -1,0 +1,111 @@
+"""Case: everything portcheck needs to check one kernel, and the registry that holds them.
+
+A Case is declared next to its kernel (portcheck/kernels/*) or in a user's own repository, and
+registered with `register()`. Built-in cases are found by importing every module under
+portcheck.kernels; other packages add theirs through the `portcheck.cases` entry-point group
+(each entry point names a module to import) or by calling `register()` from a conftest.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Callable
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one launch must move and compute at least: the roofline's two numbers."""
+    bytes: int
+    flops: int = 0
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One launch a case makes, as the compiler sees it: what cross-compilation builds per arch."""
+    kernel: object                               # the @triton.jit function
+    signature: dict                              # {"x_ptr": "*fp16", "n": "i32", ...}
+    constexprs: dict = field(default_factory=dict)
+    num_warps: int = 4
+    num_stages: int = 3
+    options: dict = field(default_factory=dict)  # AMD: waves_per_eu, matrix_instr_nonkdim, kpack
+    label: str = ""                              # e.g. "fp16 n=4096"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str                                   # unique, e.g. "softmax"
+    family: str                                 # the kernel family / module, e.g. "softmax"
+    dtypes: tuple[str, ...]                     # input dtypes it is checked in
+    inputs: Callable                            # (dtype, max_elements) -> strategy of spec dicts
+    make: Callable                              # (spec, device) -> kernel arguments (dict)
+    outputs: Callable                           # args -> {name: (shape, torch dtype)}
+    launch: Callable                            # (args, outs) -> None: runs the kernel into outs
+    oracle: Callable                            # float64 args -> {name: reference tensor}
+    tolerance: Callable                         # (args64, refs, dtype) -> {name: Tolerance}
+    cost: Callable                              # args -> Cost
+    bench: tuple = ()                           # specs timed by `portcheck run` / bench
+    variants: Callable | None = None            # arch -> compile variants (portcheck compile)
+    math: tuple[str, ...] = ()                  # Triton math functions the kernel relies on
+    description: str = ""
+
+    def __post_init__(self):
+        if not self.name or not self.dtypes:
+            raise ValueError("a Case needs a name and at least one dtype")
+
+
+_REGISTRY: dict[str, Case] = {}
+_LOADED = False
+
+
+def register(case: Case) -> Case:
+    """Add a case; registering the same name twice with a different case is an error."""
+    old = _REGISTRY.get(case.name)
+    if old is not None and old is not case:
+        raise ValueError(f"two cases are named {case.name!r}")
+    _REGISTRY[case.name] = case
+    return case
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from . import kernels
+    for mod in pkgutil.iter_modules(kernels.__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{kernels.__name__}.{mod.name}")
+    for ep in entry_points(group="portcheck.cases"):
+        ep.load()
+
+
+def all_cases() -> list[Case]:
+    _load()
+    return sorted(_REGISTRY.values(), key=lambda c: c.name)
+
+
+def get(name: str) -> Case:
+    _load()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UsageError(f"unknown kernel case {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def select(patterns: list[str] | None) -> list[Case]:
+    """Cases whose name or family matches any glob pattern (all when none); unknown names fail."""
+    import fnmatch
+    cases = all_cases()
+    if not patterns:
+        return cases
+    chosen = []
+    for pat in patterns:
+        hits = [c for c in cases if fnmatch.fnmatch(c.name, pat) or fnmatch.fnmatch(c.family, pat)]
+        if not hits:
+            raise UsageError(f"no kernel case matches {pat!r}; known: {', '.join(c.name for c in cases)}")
+        chosen += [c for c in hits if c not in chosen]
+    return chosen

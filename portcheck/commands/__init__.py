@@ -1,0 +1,1 @@
+"""One module per `portcheck` subcommand (see portcheck/cli.py for the contract)."""

@@ -1,0 +1,28 @@
+"""Argument helpers shared by the commands."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+from ..errors import UsageError
+
+
+def csv(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def writable_dir(path: str | Path) -> Path:
+    """Create (if needed) and check an output directory before any work starts."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create output directory {path}: {exc.strerror}") from None
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"output directory {path} is not writable")
+    return path
+
+
+def timestamped(base: str | Path) -> Path:
+    return Path(base) / dt.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -1,0 +1,144 @@
+"""`portcheck run`: check every selected case on every selected target and write a report.
+
+Each runtime target runs in its own child process, because the Triton interpreter is a
+process-wide mode; a target whose process dies leaves the other targets' results intact.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from .. import cases as registry
+from .. import results
+from ..dtypes import fmt
+from ..errors import UsageError
+from ..matrix import PROFILES, Matrix, load
+from ..overrides import load as load_overrides
+from ..report import atomic_write, markdown
+from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
+from ._common import csv, timestamped, writable_dir
+
+NAME = "run"
+HELP = "check kernels against float64 oracles on this machine's targets and write a report"
+DEFAULT_MATRIX = Path("matrices/default.toml")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--matrix", help=f"matrix file (default: {DEFAULT_MATRIX} if present)")
+    p.add_argument("--target", help="comma list of cuda, rocm, interpreter, auto (default: the matrix's)")
+    p.add_argument("--kernel", help="comma list of case names or globs (default: the matrix's, else all)")
+    p.add_argument("--dtype", help="comma list of dtypes (default: each case's own)")
+    p.add_argument("--out", help="report directory (default: reports/<timestamp>)")
+    p.add_argument("--profile", choices=PROFILES, help="hypothesis profile (default: the matrix's)")
+    p.add_argument("--seed", type=int, help="session seed (default: random, recorded in the report)")
+    p.add_argument("--replay", metavar="JSON", help="rerun exactly this input spec (from a failure)")
+    p.add_argument("--no-time", action="store_true", help="skip the median-time column on GPUs")
+    p.add_argument("--worker", metavar="RESULTS", help=argparse.SUPPRESS)
+
+
+def _plan(args) -> tuple[Matrix, list[str], list, list[str] | None]:
+    if args.matrix:
+        matrix = load(args.matrix)
+    elif DEFAULT_MATRIX.exists():
+        matrix = load(DEFAULT_MATRIX)
+    else:
+        matrix = Matrix(path=Path("<built-in defaults>"))
+    targets = csv(args.target) or matrix.targets
+    for t in targets:
+        if t not in (*RUNTIME_TARGETS, "auto"):
+            raise UsageError(f"unknown target {t!r}; known: {', '.join(RUNTIME_TARGETS)}, auto")
+    targets = list(dict.fromkeys(resolve(t) for t in targets))
+    selected = registry.select(csv(args.kernel) or matrix.kernels)
+    dtypes = csv(args.dtype) or matrix.dtypes or None
+    for d in dtypes or ():
+        fmt(d)  # unknown names are a usage error
+        if not any(d in c.dtypes for c in selected):
+            raise UsageError(f"no selected kernel takes dtype {d!r}")
+    if args.replay:
+        try:
+            spec = json.loads(args.replay)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--replay is not JSON: {exc}") from None
+        if not isinstance(spec, dict) or "dtype" not in spec:
+            raise UsageError("--replay needs the JSON spec printed by a failure (an object with 'dtype')")
+        if len(selected) != 1 or len(targets) != 1:
+            raise UsageError("--replay needs exactly one --kernel and one --target")
+        args.replay_spec = spec
+    return matrix, targets, selected, dtypes
+
+
+def main(args) -> int:
+    if args.worker:  # fix the Triton mode before _plan imports any kernel module
+        select_mode(args.target)
+    matrix, targets, selected, dtypes = _plan(args)
+    if args.worker:
+        return _work(args, matrix, targets[0], selected, dtypes)
+    out = writable_dir(args.out or timestamped("reports"))
+    results_path = out / "results.jsonl"
+    if results_path.exists():
+        raise UsageError(f"{results_path} exists already; choose a new --out")
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    status = 0
+    for target in targets:
+        cmd = [sys.executable, "-m", "portcheck", *_child_argv(args, target, seed, results_path)]
+        env = dict(os.environ)
+        env.pop("TRITON_INTERPRET", None)
+        if target == "interpreter":
+            env["TRITON_INTERPRET"] = "1"
+        print(f"== {target}: {shlex.join(cmd[2:])}", flush=True)
+        code = subprocess.run(cmd, env=env).returncode
+        if code not in (0, 1):
+            print(f"portcheck: the {target} worker exited with status {code}; its finished "
+                  "results are kept", file=sys.stderr)
+            status = max(status, 1)
+        status = max(status, code if code in (0, 1) else 1)
+    records = results.read(results_path) if results_path.exists() else []
+    atomic_write(out / "matrix.md", markdown(records, f"portcheck run ({', '.join(targets)})"))
+    print(f"\nreport: {out / 'matrix.md'}\nresults: {results_path}")
+    return status
+
+
+def _child_argv(args, target: str, seed: int, results_path: Path) -> list[str]:
+    argv = ["run", "--target", target, "--seed", str(seed), "--worker", str(results_path)]
+    for flag in ("matrix", "kernel", "dtype", "profile", "replay"):
+        value = getattr(args, flag)
+        if value:
+            argv += [f"--{flag}", value]
+    if args.no_time:
+        argv.append("--no-time")
+    return argv
+
+
+def _work(args, matrix: Matrix, target: str, selected, dtypes) -> int:
+    """Child process: fixed to one target's Triton mode; appends one record per case x dtype."""
+    from ..session import Session
+    command = shlex.join(["portcheck", "run", "--target", target, "--seed", str(args.seed)]
+                         + (["--kernel", args.kernel] if args.kernel else [])
+                         + (["--dtype", args.dtype] if args.dtype else []))
+    overrides = load_overrides(matrix.overrides) if matrix.overrides else []
+    session = Session(target, profile=args.profile or matrix.profile, max_elements=matrix.max_elements,
+                      seed=args.seed, overrides=overrides, results_path=Path(args.worker),
+                      time=matrix.time and not args.no_time, command=command)
+    if not session.availability.ok:
+        print(f"{target}: not available: {session.availability.reason}", flush=True)
+        return 0
+    failed = False
+    for case in selected:
+        for dtype in [d for d in case.dtypes if dtypes is None or d in dtypes]:
+            spec = getattr(args, "replay_spec", None)
+            if spec is not None and spec.get("dtype") != dtype:
+                continue
+            r = session.run(case, dtype, spec=spec)
+            failed |= not r.passed
+            extra = f" {r.metrics.get('max_ulp', 0):.3g} ulp" if r.metrics else ""
+            print(f"{target}/{session.arch} {case.name:<24} {dtype:<8} {r.verdict:<6}{extra}"
+                  f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
+            if not r.passed:
+                print(f"    replay: {r.reproduce}", flush=True)
+    return 1 if failed else 0

@@ -1,0 +1,157 @@
+"""Error metrics between a kernel's output and its reference.
+
+ULP distances are in the output's format. NaN and Inf must sit in the same places with the same
+sign; integer, quantized and RNG outputs are compared bit for bit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .dtypes import Format, fmt
+from .tolerance import Tolerance
+
+_INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+@dataclass
+class Comparison:
+    name: str
+    ok: bool
+    total: int
+    mismatches: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    max_ulp: float = 0.0
+    worst_ratio: float = 0.0   # max |err| / (atol + rtol |ref|): 1.0 is the tolerance
+    message: str = ""
+    worst_index: list = field(default_factory=list)
+    tolerance: dict = field(default_factory=dict)   # the Tolerance summary it was judged by
+
+    def metrics(self) -> dict:
+        return {"max_abs": self.max_abs, "max_rel": self.max_rel, "max_ulp": self.max_ulp,
+                "worst_ratio": self.worst_ratio, "mismatches": self.mismatches}
+
+
+def ulp_of(ref: torch.Tensor, f: Format) -> torch.Tensor:
+    """Spacing of format f at |ref| (float64 in, float64 out); subnormal spacing below tiny."""
+    mag = ref.abs()
+    _, exp = torch.frexp(mag)
+    e = torch.clamp(exp.to(torch.int64) - 1, min=f.min_exp)
+    e = torch.where(mag == 0, torch.full_like(e, f.min_exp), e)
+    return torch.ldexp(torch.ones_like(mag), e - f.mantissa_bits)
+
+
+def _ordered(bits: torch.Tensor, width: int) -> torch.Tensor:
+    """Sign-magnitude float bits -> integers ordered like the floats (+0 and -0 both map to 0)."""
+    b = bits.to(torch.int64) & ((1 << (8 * width)) - 1)
+    sign = (b >> (8 * width - 1)) & 1
+    mag = b & ((1 << (8 * width - 1)) - 1)
+    return torch.where(sign == 1, -mag, mag)
+
+
+def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Number of representable values between a and b (same float dtype); NaN vs non-NaN: inf."""
+    if a.dtype != b.dtype:
+        raise TypeError(f"ulp_distance needs one dtype, got {a.dtype} and {b.dtype}")
+    width = a.element_size()
+    view = _INT_VIEW[width]
+    oa, ob = _ordered(a.contiguous().view(view), width), _ordered(b.contiguous().view(view), width)
+    dist = (oa - ob).abs().to(torch.float64)
+    na, nb = torch.isnan(a.to(torch.float32)), torch.isnan(b.to(torch.float32))
+    dist = torch.where(na & nb, torch.zeros_like(dist), dist)
+    return torch.where(na ^ nb, torch.full_like(dist, float("inf")), dist)
+
+
+def _index(flat_index: int, shape) -> list:
+    idx = []
+    for dim in reversed(list(shape)):
+        idx.append(flat_index % dim if dim else 0)
+        flat_index //= dim if dim else 1
+    return idx[::-1]
+
+
+def _per_element(x, ref: torch.Tensor):
+    """A scalar, or a tensor broadcastable to ref, as a flat float64 CPU tensor or float."""
+    if not isinstance(x, torch.Tensor):
+        return float(x)
+    return x.detach().to(device="cpu", dtype=torch.float64).expand(ref.shape).flatten()
+
+
+def compare(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
+    """Compare one output tensor with its reference under a tolerance."""
+    total = out.numel()
+    if tuple(out.shape) != tuple(ref.shape):
+        return Comparison(name, False, total, total,
+                          message=f"{name}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+    out = out.detach().cpu()
+    ref = ref.detach().cpu()
+    if tol.exact:
+        return _compare_exact(name, out, ref)
+    return _compare_float(name, out, ref, tol)
+
+
+def _compare_exact(name: str, out: torch.Tensor, ref: torch.Tensor) -> Comparison:
+    if out.dtype != ref.dtype:
+        return Comparison(name, False, out.numel(), out.numel(),
+                          message=f"{name}: dtype {out.dtype}, expected {ref.dtype}")
+    if out.dtype.is_floating_point:
+        view = _INT_VIEW[out.element_size()]
+        a, b = out.contiguous().view(view), ref.contiguous().view(view)
+        ulps = ulp_distance(out, ref)
+        max_ulp = float(ulps.max()) if ulps.numel() else 0.0
+    else:
+        a, b, max_ulp = out, ref, 0.0
+    diff = a != b
+    bad = int(diff.sum())
+    cmp = Comparison(name, bad == 0, out.numel(), bad, max_ulp=max_ulp,
+                     worst_ratio=float("inf") if bad else 0.0)
+    if out.dtype.is_floating_point or out.dtype in (torch.int32, torch.int64, torch.int8, torch.int16):
+        if not out.dtype.is_floating_point and out.numel():
+            cmp.max_abs = float((out.to(torch.int64) - ref.to(torch.int64)).abs().max())
+    if bad:
+        first = int(diff.flatten().nonzero()[0])
+        cmp.worst_index = _index(first, out.shape)
+        cmp.message = (f"{name}: {bad} of {out.numel()} elements differ bitwise; first at "
+                       f"{cmp.worst_index}: got {out.flatten()[first].item()!r}, "
+                       f"expected {ref.flatten()[first].item()!r}")
+    return cmp
+
+
+def _compare_float(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
+    f = fmt(out.dtype)
+    o, r = out.to(torch.float64).flatten(), ref.to(torch.float64).flatten()
+    total = o.numel()
+    cmp = Comparison(name, True, total)
+    if total == 0:
+        return cmp
+    nan_o, nan_r = torch.isnan(o), torch.isnan(r)
+    inf_o, inf_r = torch.isinf(o), torch.isinf(r)
+    special_bad = (nan_o != nan_r) | ((inf_o | inf_r) & ~(nan_o | nan_r) & (o != r))
+    finite = ~(nan_o | nan_r | inf_o | inf_r)
+    err = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
+    bound = _per_element(tol.atol, ref) + _per_element(tol.rtol, ref) * r.abs()
+    ratio = torch.where(finite, err / bound, torch.zeros_like(o))
+    ratio = torch.where(special_bad, torch.full_like(o, float("inf")), ratio)
+    rel = torch.where(finite & (r != 0), err / r.abs(), torch.zeros_like(o))
+    ulps = torch.where(finite, err / ulp_of(r, f), torch.zeros_like(o))
+    bad = (ratio > 1.0)
+    cmp.mismatches = int(bad.sum())
+    cmp.ok = cmp.mismatches == 0
+    cmp.max_abs = float(err.max())
+    cmp.max_rel = float(rel.max())
+    cmp.max_ulp = float("inf") if bool(special_bad.any()) else float(ulps.max())
+    worst = int(torch.argmax(torch.nan_to_num(ratio, posinf=1e308)))
+    cmp.worst_ratio = float(ratio[worst])
+    cmp.worst_index = _index(worst, out.shape)
+    if not cmp.ok:
+        first_special = special_bad.nonzero()
+        where = int(first_special[0]) if first_special.numel() else worst
+        got, exp = o[where].item(), r[where].item()
+        why = ("NaN/Inf placement differs (an unwritten element stays NaN)" if special_bad[where]
+               else f"error {err[where].item():.3g} > tolerance {bound[where].item():.3g}")
+        cmp.message = (f"{name}: {cmp.mismatches} of {total} elements out of tolerance; at "
+                       f"{_index(where, out.shape)} got {got!r}, expected {exp!r}: {why}; "
+                       f"max {cmp.max_ulp:.3g} ULP, worst error/tolerance {cmp.worst_ratio:.3g}")
+    return cmp

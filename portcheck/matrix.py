@@ -1,0 +1,89 @@
+"""Matrix files (matrices/*.toml): what a run checks. Validated on load; errors name file and line."""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+from .targets.runtime import RUNTIME_TARGETS
+
+PROFILES = ("ci", "dev", "thorough")
+_RUN_KEYS = {"targets": list, "kernels": list, "dtypes": list, "profile": str,
+             "max_elements": dict, "overrides": str, "time": bool}
+
+
+@dataclass
+class Matrix:
+    path: Path
+    targets: list[str] = field(default_factory=lambda: ["auto"])
+    kernels: list[str] = field(default_factory=list)      # empty: every registered case
+    dtypes: list[str] = field(default_factory=list)       # empty: each case's own dtypes
+    profile: str = "dev"
+    max_elements: dict = field(default_factory=lambda: {"interpreter": 1 << 15, "gpu": 1 << 22})
+    overrides: Path | None = None
+    time: bool = True                                     # time each case on a GPU target
+
+
+def _line_of(text: str, key: str) -> int:
+    for i, line in enumerate(text.splitlines(), 1):
+        if re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return i
+    return 0
+
+
+def load(path: str | Path) -> Matrix:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read matrix file: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise UsageError(f"{path}: the matrix file is empty; it needs a [run] table")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: invalid TOML: {exc}") from None
+
+    def bad(key: str, problem: str):
+        line = _line_of(text, key)
+        return UsageError(f"{path}{f', line {line}' if line else ''}: '{key}' {problem}")
+
+    unknown_tables = set(data) - {"run"}
+    if unknown_tables:
+        raise UsageError(f"{path}: unknown table(s) {', '.join(sorted(unknown_tables))}; expected [run]")
+    run = data.get("run")
+    if not isinstance(run, dict):
+        raise UsageError(f"{path}: missing [run] table")
+    m = Matrix(path)
+    for key, value in run.items():
+        if key not in _RUN_KEYS:
+            raise bad(key, f"is not a known key; known: {', '.join(_RUN_KEYS)}")
+        if not isinstance(value, _RUN_KEYS[key]):
+            raise bad(key, f"must be a {_RUN_KEYS[key].__name__}, got {type(value).__name__}")
+    for t in run.get("targets", m.targets):
+        if t not in (*RUNTIME_TARGETS, "auto"):
+            raise bad("targets", f"names unknown target {t!r}; known: {', '.join(RUNTIME_TARGETS)}, auto")
+    m.targets = list(run.get("targets", m.targets))
+    m.kernels = list(run.get("kernels", []))
+    m.dtypes = list(run.get("dtypes", []))
+    m.profile = run.get("profile", m.profile)
+    if m.profile not in PROFILES:
+        raise bad("profile", f"must be one of {', '.join(PROFILES)}")
+    for k, v in run.get("max_elements", {}).items():
+        if k not in m.max_elements:
+            raise bad("max_elements", f"has unknown key {k!r}; known: interpreter, gpu")
+        if not isinstance(v, int) or v <= 0:
+            raise bad("max_elements", f"{k} must be a positive integer, got {v!r}")
+        m.max_elements[k] = v
+    if "overrides" in run:
+        m.overrides = (path.parent / run["overrides"]).resolve()
+        if not m.overrides.exists():
+            raise bad("overrides", f"names {run['overrides']!r}, which does not exist next to {path.name}")
+    m.time = run.get("time", True)
+    return m

@@ -1,0 +1,82 @@
+"""The overrides manifest: per-(case, target, arch, dtype) skip, strict xfail or tolerance factor.
+
+Each entry carries a reason, a link and an expiry date; an expired entry is an error, so a
+workaround cannot outlive its cause unnoticed. xfails are strict: a case that passes while an
+xfail covers it fails, which forces the entry out once the cause is fixed.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+
+ACTIONS = ("xfail", "skip", "tolerance")
+_FIELDS = {"case", "target", "arch", "dtype", "action", "reason", "link", "expires", "factor"}
+
+
+@dataclass(frozen=True)
+class Override:
+    case: str
+    target: str
+    arch: str
+    dtype: str
+    action: str
+    reason: str
+    link: str
+    expires: dt.date
+    factor: float = 1.0
+
+    def matches(self, case: str, target: str, arch: str, dtype: str) -> bool:
+        return all(fnmatch.fnmatch(v, p) for v, p in
+                   ((case, self.case), (target, self.target), (arch, self.arch), (dtype, self.dtype)))
+
+    def to_dict(self) -> dict:
+        return {"case": self.case, "target": self.target, "arch": self.arch, "dtype": self.dtype,
+                "action": self.action, "reason": self.reason, "link": self.link,
+                "expires": self.expires.isoformat(), "factor": self.factor}
+
+
+def load(path: Path, today: dt.date | None = None) -> list[Override]:
+    """Read and validate a manifest; problems name the file and entry."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: overrides file not found") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    today = today or dt.date.today()
+    entries = []
+    for i, raw in enumerate(data.get("override", []), 1):
+        where = f"{path}: [[override]] #{i}"
+        unknown = set(raw) - _FIELDS
+        if unknown:
+            raise UsageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        for key in ("case", "action", "reason", "link", "expires"):
+            if key not in raw:
+                raise UsageError(f"{where}: missing '{key}'")
+        if raw["action"] not in ACTIONS:
+            raise UsageError(f"{where}: action {raw['action']!r} is not one of {', '.join(ACTIONS)}")
+        if not isinstance(raw["expires"], dt.date):
+            raise UsageError(f"{where}: expires must be a TOML date like 2027-06-30")
+        if raw["expires"] < today:
+            raise UsageError(f"{where}: expired on {raw['expires']} ({raw['reason']}); "
+                             "re-check the cause and remove or renew the entry")
+        factor = float(raw.get("factor", 1.0))
+        if raw["action"] == "tolerance" and factor <= 1.0:
+            raise UsageError(f"{where}: a tolerance override needs factor > 1")
+        entries.append(Override(raw["case"], raw.get("target", "*"), raw.get("arch", "*"),
+                                raw.get("dtype", "*"), raw["action"], raw["reason"], raw["link"],
+                                raw["expires"], factor))
+    return entries
+
+
+def find(overrides: list[Override], case: str, target: str, arch: str, dtype: str) -> Override | None:
+    """The first entry that matches (the manifest's order is its priority)."""
+    for o in overrides:
+        if o.matches(case, target, arch, dtype):
+            return o
+    return None

@@ -1,0 +1,71 @@
+"""Result records and the crash-safe JSONL file they are appended to.
+
+One JSON object per line, written with a single os.write on an O_APPEND descriptor and fsync'd,
+so records from parallel workers never interleave and a crash loses at most the record in flight.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SCHEMA = "portcheck.result/1"
+VERDICTS = ("pass", "fail", "xfail", "xpass", "skip", "error")
+
+
+@dataclass
+class Result:
+    kind: str                 # runtime | compile | bench
+    case: str
+    family: str
+    dtype: str
+    target: str
+    arch: str
+    verdict: str
+    evidence: str             # gpu | interpreter | compile
+    message: str = ""
+    examples: int = 0
+    metrics: dict = field(default_factory=dict)
+    tolerance: dict = field(default_factory=dict)
+    failing_input: dict | None = None
+    override: dict | None = None
+    time_ms: float | None = None
+    reproduce: str = ""
+    provenance: dict = field(default_factory=dict)
+    schema: str = SCHEMA
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict in ("pass", "xfail", "skip")
+
+
+def append(path: Path, record: dict) -> None:
+    line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read(path: Path) -> list[dict]:
+    """All complete records; a torn last line (a crash mid-write) is dropped."""
+    records = []
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise
+    return records

@@ -1,0 +1,57 @@
+"""A checking session on one runtime target: overrides, hypothesis profile, seeds, provenance and
+the results file. Shared by `portcheck run` and the pytest plugin."""
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import hypothesis
+
+from . import results
+from .cases import Case
+from .overrides import Override, find
+from .provenance import collect
+from .runner import check, time_case
+from .strategies import register_profiles
+from .targets.runtime import TARGETS
+
+
+def case_seed(session_seed: int, case: str, dtype: str) -> int:
+    """Each case x dtype gets its own seed, so one case reruns alone with the same inputs."""
+    return (session_seed + zlib.crc32(f"{case}:{dtype}".encode())) % (2**32)
+
+
+class Session:
+    def __init__(self, target_name: str, *, profile: str, max_elements: dict, seed: int,
+                 overrides: list[Override] = (), results_path: Path | None = None,
+                 time: bool = False, command: str | None = None):
+        register_profiles()
+        self.target = TARGETS[target_name]
+        self.availability = self.target.availability()
+        self.arch = self.target.arch() if self.availability.ok else "-"
+        self.profile = profile
+        self.settings = hypothesis.settings.get_profile(profile)
+        self.max_elements = max_elements["gpu" if self.target.is_gpu else "interpreter"]
+        self.seed = seed
+        self.overrides = list(overrides)
+        self.results_path = results_path
+        self.time = time and self.target.is_gpu
+        self.command = command
+
+    def run(self, case: Case, dtype: str, spec: dict | None = None) -> results.Result:
+        override = find(self.overrides, case.name, self.target.name, self.arch, dtype)
+        seed = case_seed(self.seed, case.name, dtype)
+        result = check(case, self.target.name, self.arch, dtype, settings=self.settings,
+                       max_elements=self.max_elements, override=override, seed=seed, spec=spec)
+        if self.time and result.verdict == "pass" and case.bench:
+            bench = [s for s in case.bench if s.get("dtype") == dtype] or [dict(case.bench[0], dtype=dtype)]
+            try:
+                result.time_ms = time_case(case, self.target.name, bench[0])
+            except Exception as exc:  # timing trouble never hides the accuracy verdict
+                result.message = f"timing failed: {type(exc).__name__}: {exc}"
+        result.reproduce = result.reproduce.replace(f"--seed {seed}", f"--seed {self.seed}")
+        result.provenance = collect(self.target, self.arch, seed=self.seed, command=self.command)
+        result.provenance["profile"] = self.profile
+        if self.results_path is not None:
+            results.append(self.results_path, result.to_dict())
+        return result

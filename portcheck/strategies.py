@@ -1,0 +1,104 @@
+"""Hypothesis strategies for kernel inputs, and the deterministic tensors they stand for.
+
+A strategy draws a *spec*: a small JSON-able dict (shape, dtype, layout, value regime, seed).
+`values()` turns a spec's fields into tensors with a seeded CPU generator, so the same spec gives
+the same bits on any machine: that is what makes a failure replayable from one command line.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+from .dtypes import fmt
+
+PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381)
+
+# Value regimes a case may accept. "special" puts +-inf and NaN among normal values and belongs
+# only to kernels whose result is defined for them.
+REGIMES = ("normal", "large", "tiny", "equal", "special")
+
+
+def register_profiles() -> None:
+    """ci: fast and derandomized; dev: the default; thorough: for nightly runs."""
+    common = dict(deadline=None, database=None, print_blob=True,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                         HealthCheck.filter_too_much, HealthCheck.large_base_example,
+                                         HealthCheck.function_scoped_fixture])
+    settings.register_profile("ci", max_examples=12, derandomize=True, **common)
+    settings.register_profile("dev", max_examples=40, **common)
+    settings.register_profile("thorough", max_examples=400, **common)
+
+
+def lengths(tile: int, limit: int) -> st.SearchStrategy[int]:
+    """Lengths that break kernels: 1, primes, tile-1 / tile / tile+1, and anything up to limit."""
+    edges = [n for n in {1, tile - 1, tile, tile + 1, 2 * tile + 1} if 1 <= n <= limit]
+    primes = [p for p in PRIMES if p <= limit]
+    return st.one_of(st.sampled_from(sorted(edges)), st.sampled_from(primes),
+                     st.integers(1, max(1, limit)))
+
+
+def rows_and_cols(tile: int, max_elements: int, max_cols: int | None = None):
+    """(rows, cols) with rows*cols <= max_elements; cols stress the tile edges."""
+    max_cols = min(max_cols or max_elements, max_elements)
+    return lengths(tile, max_cols).flatmap(
+        lambda n: st.tuples(st.integers(1, max(1, min(64, max_elements // n))), st.just(n)))
+
+
+def seeds() -> st.SearchStrategy[int]:
+    return st.integers(0, 2**31 - 1)
+
+
+def regimes(allowed=REGIMES[:-1]) -> st.SearchStrategy[str]:
+    return st.sampled_from(tuple(allowed))
+
+
+def layouts() -> st.SearchStrategy[str]:
+    """contiguous rows, or rows padded so that the row stride differs from the row length."""
+    return st.sampled_from(("contiguous", "padded"))
+
+
+def generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(seed))
+
+
+def values(shape, dtype: str, regime: str, gen: torch.Generator, scale: float = 1.0) -> torch.Tensor:
+    """A CPU tensor in `dtype` drawn from a regime; last dimension = one row."""
+    f = fmt(dtype)
+    base = torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
+    if regime == "large":
+        # large but finite in the format, so a missing max-subtraction or a naive sum of squares shows
+        base = base * min(1e4, 2.0 ** (math.log2(torch.finfo(f.torch_dtype).max) / 2 - 1))
+    elif regime == "tiny":
+        base = base * f.tiny * 4   # around the smallest normal: many values become subnormal
+    elif regime == "equal":
+        row = torch.randn(*shape[:-1], 1, generator=gen, dtype=torch.float64) * scale
+        base = row.expand(*shape).clone()
+    elif regime == "special":
+        flat = base.flatten()
+        n = flat.numel()
+        picks = torch.randint(0, n, (max(1, n // 16),), generator=gen)
+        kinds = torch.randint(0, 3, picks.shape, generator=gen)
+        flat[picks] = torch.tensor([float("inf"), float("-inf"), float("nan")], dtype=torch.float64)[kinds]
+        base = flat.reshape(shape)
+    elif regime != "normal":
+        raise ValueError(f"unknown value regime {regime!r}; known: {', '.join(REGIMES)}")
+    limit = torch.finfo(f.torch_dtype).max
+    base = torch.where(base.isfinite(), base.clamp(-limit, limit), base)
+    return base.to(f.torch_dtype)
+
+
+def laid_out(t: torch.Tensor, layout: str, device: str) -> torch.Tensor:
+    """Place a 2-D tensor on the device with the requested row layout."""
+    if layout == "contiguous":
+        return t.to(device).contiguous()
+    if layout == "padded":
+        rows, cols = t.shape
+        # the padding holds NaN (or -1), so a kernel that reads past a row's end shows it
+        fill = float("nan") if t.dtype.is_floating_point else -1
+        buf = torch.full((rows, cols + 17), fill, dtype=t.dtype, device=device)
+        buf[:, :cols] = t.to(device)
+        return buf[:, :cols]
+    raise ValueError(f"unknown layout {layout!r}")

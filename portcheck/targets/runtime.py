@@ -1,0 +1,145 @@
+"""Runtime targets: where a kernel actually runs (cuda, rocm, the CPU interpreter).
+
+The interpreter is a process-wide mode: Triton decides at `@triton.jit` time, from
+TRITON_INTERPRET, whether a kernel is compiled or interpreted. So a process serves either the
+interpreter or a GPU target, and `select_mode` must run before any kernel module is imported.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import UsageError
+from .archs import arch_from_cuda_capability, arch_from_gcn_name
+
+RUNTIME_TARGETS = ("cuda", "rocm", "interpreter")
+INTERPRETER_ARCH = "cpu-interpreter"
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str          # cuda | rocm | interpreter
+    vendor: str        # nvidia | amd | cpu
+    device: str        # the torch device kernels run on
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name != "interpreter"
+
+    def availability(self) -> Availability:
+        return _availability(self.name)
+
+    def arch(self) -> str:
+        return detect_arch(self.name)
+
+    def describe(self) -> dict:
+        """Device name, driver and runtime versions, for provenance."""
+        return _describe(self.name)
+
+
+TARGETS = {
+    "cuda": Target("cuda", "nvidia", "cuda"),
+    "rocm": Target("rocm", "amd", "cuda"),  # torch's HIP build keeps the 'cuda' device type
+    "interpreter": Target("interpreter", "cpu", "cpu"),
+}
+
+
+def target(name: str) -> Target:
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise UsageError(f"unknown target {name!r}; known: {', '.join(TARGETS)}, auto") from None
+
+
+def _torch():
+    import torch
+    return torch
+
+
+@lru_cache(maxsize=None)
+def _availability(name: str) -> Availability:
+    if name == "interpreter":
+        try:
+            import numpy  # noqa: F401  the interpreter needs it
+        except ImportError:
+            return Availability(False, "the Triton interpreter needs numpy, which is not installed")
+        return Availability(True, "runs on the CPU through TRITON_INTERPRET=1")
+    torch = _torch()
+    hip = getattr(torch.version, "hip", None)
+    if name == "cuda" and hip:
+        return Availability(False, f"this torch is a ROCm build (HIP {hip}); use --target=rocm")
+    if name == "rocm" and not hip:
+        built = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only"
+        return Availability(False, f"this torch is a {built} build, not a ROCm build")
+    if name == "cuda" and not torch.version.cuda:
+        return Availability(False, "this torch is a CPU-only build (torch.version.cuda is None)")
+    if not torch.cuda.is_available():
+        return Availability(False, f"torch sees no {'AMD' if hip else 'NVIDIA'} GPU on this machine")
+    return Availability(True, f"{torch.cuda.device_count()} device(s): {torch.cuda.get_device_name(0)}")
+
+
+def detect_arch(name: str) -> str:
+    if name == "interpreter":
+        return INTERPRETER_ARCH
+    torch = _torch()
+    if name == "rocm":
+        return arch_from_gcn_name(torch.cuda.get_device_properties(0).gcnArchName)
+    return arch_from_cuda_capability(*torch.cuda.get_device_capability(0))
+
+
+def _run(cmd: list[str]) -> str | None:
+    if not shutil.which(cmd[0]):
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+@lru_cache(maxsize=None)
+def _describe(name: str) -> dict:
+    torch = _torch()
+    if name == "interpreter":
+        import platform
+        return {"device": f"CPU ({platform.processor() or platform.machine()}), Triton interpreter",
+                "driver": None, "runtime": "TRITON_INTERPRET=1"}
+    props = torch.cuda.get_device_properties(0)
+    if name == "rocm":
+        driver = _run(["rocm-smi", "--showdriverversion", "--csv"])
+        return {"device": props.name, "driver": driver and driver.splitlines()[-1],
+                "runtime": f"HIP {torch.version.hip}", "gcn_arch": props.gcnArchName}
+    driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    return {"device": props.name, "driver": driver and driver.splitlines()[0],
+            "runtime": f"CUDA {torch.version.cuda}", "sm_count": props.multi_processor_count}
+
+
+def available_gpu_target() -> str | None:
+    for name in ("cuda", "rocm"):
+        if _availability(name).ok:
+            return name
+    return None
+
+
+def resolve(name: str) -> str:
+    """'auto' -> the GPU this machine has, else the interpreter; other names are validated."""
+    if name == "auto":
+        return available_gpu_target() or "interpreter"
+    return target(name).name
+
+
+def select_mode(target_name: str) -> None:
+    """Fix this process's Triton mode for the target; call before importing any kernel module."""
+    if target_name == "interpreter":
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
