@@ -49,6 +49,8 @@ class Case:
     cost: Callable                              # args -> Cost
     bench: tuple = ()                           # specs timed by `portcheck run` / bench
     variants: Callable | None = None            # arch -> compile variants (portcheck compile)
+    baselines: Callable | None = None           # args -> {name: zero-arg callable doing the same
+                                                #   work}: torch eager, vendor library, peers
     math: tuple[str, ...] = ()                  # Triton math functions the kernel relies on
     description: str = ""
 

@@ -158,6 +158,11 @@ def _cost(args):
     return Cost(bytes=2 * x.numel() * x.element_size(), flops=5 * x.numel())
 
 
+def _baselines(args):
+    x = args["x"]
+    return {"torch": lambda: torch.softmax(x, dim=-1)}
+
+
 def _variants(long_rows: bool):
     def variants(arch) -> list[Variant]:
         out = []
@@ -185,6 +190,6 @@ for _long in (False, True):
                 "layout": "contiguous", "seed": 0},) if _long else
               ({"dtype": "bf16", "rows": 32768, "cols": 4096, "regime": "normal",
                 "layout": "contiguous", "seed": 0},),
-        variants=_variants(_long), math=("exp",),
+        variants=_variants(_long), baselines=_baselines, math=("exp",),
         description=("online two-pass softmax for rows longer than one block" if _long
                      else "row softmax, one pass, several short rows per program")))
