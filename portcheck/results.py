@@ -31,6 +31,9 @@ class Result:
     failing_input: dict | None = None
     override: dict | None = None
     time_ms: float | None = None
+    variant: str = ""         # compile variant or bench spec label
+    lints: list = field(default_factory=list)   # compile: [{rule, severity, message}]
+    bench: dict = field(default_factory=dict)   # bench: times, spread, rates, ceilings, baselines
     reproduce: str = ""
     provenance: dict = field(default_factory=dict)
     schema: str = SCHEMA
