@@ -3,11 +3,13 @@
 A Case is declared next to its kernel (portcheck/kernels/*) or in a user's own repository, and
 registered with `register()`. Built-in cases are found by importing every module under
 portcheck.kernels; other packages add theirs through the `portcheck.cases` entry-point group
-(each entry point names a module to import) or by calling `register()` from a conftest.
+(each entry point names a module to import), by calling `register()` from a conftest, or, for
+`portcheck run`, by naming modules in PORTCHECK_CASE_MODULES.
 """
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -59,6 +61,7 @@ class Case:
             raise ValueError("a Case needs a name and at least one dtype")
 
 
+CASE_MODULES_ENV = "PORTCHECK_CASE_MODULES"   # comma list of extra modules that register cases
 _REGISTRY: dict[str, Case] = {}
 _LOADED = False
 
@@ -83,6 +86,11 @@ def _load() -> None:
             importlib.import_module(f"{kernels.__name__}.{mod.name}")
     for ep in entry_points(group="portcheck.cases"):
         ep.load()
+    for name in filter(None, (m.strip() for m in os.environ.get(CASE_MODULES_ENV, "").split(","))):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise UsageError(f"{CASE_MODULES_ENV}: cannot import {name!r}: {exc}") from None
 
 
 def all_cases() -> list[Case]:

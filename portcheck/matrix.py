@@ -11,7 +11,7 @@ from .targets.runtime import RUNTIME_TARGETS
 
 PROFILES = ("ci", "dev", "thorough")
 _RUN_KEYS = {"targets": list, "kernels": list, "dtypes": list, "profile": str,
-             "max_elements": dict, "overrides": str, "time": bool}
+             "max_elements": dict, "overrides": str, "time": bool, "timeout": (int, float)}
 
 
 @dataclass
@@ -24,6 +24,7 @@ class Matrix:
     max_elements: dict = field(default_factory=lambda: {"interpreter": 1 << 15, "gpu": 1 << 22})
     overrides: Path | None = None
     time: bool = True                                     # time each case on a GPU target
+    timeout: float = 900.0                                # seconds one case x dtype may run
 
 
 def _line_of(text: str, key: str) -> int:
@@ -64,8 +65,10 @@ def load(path: str | Path) -> Matrix:
     for key, value in run.items():
         if key not in _RUN_KEYS:
             raise bad(key, f"is not a known key; known: {', '.join(_RUN_KEYS)}")
-        if not isinstance(value, _RUN_KEYS[key]):
-            raise bad(key, f"must be a {_RUN_KEYS[key].__name__}, got {type(value).__name__}")
+        want = _RUN_KEYS[key]
+        if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
+            names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
+            raise bad(key, f"must be a {names}, got {type(value).__name__}")
     for t in run.get("targets", m.targets):
         if t not in (*RUNTIME_TARGETS, "auto"):
             raise bad("targets", f"names unknown target {t!r}; known: {', '.join(RUNTIME_TARGETS)}, auto")
@@ -86,4 +89,8 @@ def load(path: str | Path) -> Matrix:
         if not m.overrides.exists():
             raise bad("overrides", f"names {run['overrides']!r}, which does not exist next to {path.name}")
     m.time = run.get("time", True)
+    if "timeout" in run:
+        if run["timeout"] <= 0:
+            raise bad("timeout", f"must be a positive number of seconds, got {run['timeout']!r}")
+        m.timeout = float(run["timeout"])
     return m

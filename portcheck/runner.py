@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 from dataclasses import dataclass, field
 
 import hypothesis
 import torch
 
-from .cases import Case
+from .cases import CASE_MODULES_ENV, Case
 from .compare import Comparison, compare
 from .overrides import Override
 from .results import Result
@@ -105,13 +106,18 @@ def reproduce_command(target: str, case: str, dtype: str, spec: dict | None, see
         cmd += ["--replay", json.dumps(spec, sort_keys=True)]
     elif seed is not None:
         cmd += ["--seed", str(seed)]
-    return shlex.join(cmd)
+    modules = os.environ.get(CASE_MODULES_ENV)  # cases from outside the registry's built-ins
+    return (f"{CASE_MODULES_ENV}={shlex.quote(modules)} " if modules else "") + shlex.join(cmd)
 
 
 def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypothesis.settings,
           max_elements: int, override: Override | None = None, seed: int | None = None,
-          spec: dict | None = None) -> Result:
-    """Search (or, given `spec`, replay) one case x target x dtype; never raises for kernel faults."""
+          spec: dict | None = None, on_example=None) -> Result:
+    """Search (or, given `spec`, replay) one case x target x dtype; never raises for kernel faults.
+
+    `on_example(spec)` is called before each example runs, so a supervisor that sees the process
+    die or hang knows the exact input it was on.
+    """
     evidence = "gpu" if TARGETS[target_name].is_gpu else "interpreter"
     result = Result("runtime", case.name, case.family, dtype, target_name, arch, "pass", evidence,
                     override=override.to_dict() if override else None)
@@ -122,16 +128,19 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     reason = override.reason if override is not None else ""
     search = _Search()
 
-    def prop(spec):
+    def prop(example):
         search.examples += 1
-        search.current = spec
-        comps = evaluate(case, target_name, spec, factor, reason)
+        search.current = example
+        if on_example is not None:
+            on_example(example)
+        comps = evaluate(case, target_name, example, factor, reason)
         search.observe(comps)
         worst = max((c.worst_ratio for c in comps), default=0.0)
-        hypothesis.target(worst if math.isfinite(worst) else 1e300, label="error / tolerance")
+        if spec is None:  # steer the search toward larger errors (a replay has no search)
+            hypothesis.target(worst if math.isfinite(worst) else 1e300, label="error / tolerance")
         bad = [c for c in comps if not c.ok]
         if bad:
-            search.failing, search.message = spec, "; ".join(c.message for c in bad)
+            search.failing, search.message = example, "; ".join(c.message for c in bad)
             raise CaseFailed(search.message)
 
     try:

@@ -38,11 +38,17 @@ class Session:
         self.time = time and self.target.is_gpu
         self.command = command
 
-    def run(self, case: Case, dtype: str, spec: dict | None = None) -> results.Result:
+    def provenance(self) -> dict:
+        p = collect(self.target, self.arch, seed=self.seed, command=self.command)
+        p["profile"] = self.profile
+        return p
+
+    def run(self, case: Case, dtype: str, spec: dict | None = None, on_example=None) -> results.Result:
         override = find(self.overrides, case.name, self.target.name, self.arch, dtype)
         seed = case_seed(self.seed, case.name, dtype)
         result = check(case, self.target.name, self.arch, dtype, settings=self.settings,
-                       max_elements=self.max_elements, override=override, seed=seed, spec=spec)
+                       max_elements=self.max_elements, override=override, seed=seed, spec=spec,
+                       on_example=on_example)
         if self.time and result.verdict == "pass" and case.bench:
             bench = [s for s in case.bench if s.get("dtype") == dtype] or [dict(case.bench[0], dtype=dtype)]
             try:
@@ -50,8 +56,7 @@ class Session:
             except Exception as exc:  # timing trouble never hides the accuracy verdict
                 result.message = f"timing failed: {type(exc).__name__}: {exc}"
         result.reproduce = result.reproduce.replace(f"--seed {seed}", f"--seed {self.seed}")
-        result.provenance = collect(self.target, self.arch, seed=self.seed, command=self.command)
-        result.provenance["profile"] = self.profile
+        result.provenance = self.provenance()
         if self.results_path is not None:
             results.append(self.results_path, result.to_dict())
         return result

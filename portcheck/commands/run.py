@@ -1,16 +1,18 @@
 """`portcheck run`: check every selected case on every selected target and write a report.
 
-Each runtime target runs in its own child process, because the Triton interpreter is a
-process-wide mode; a target whose process dies leaves the other targets' results intact.
+Each runtime target runs in its own worker process, because the Triton interpreter is a
+process-wide mode, under a supervisor (portcheck/supervise.py): a case that hangs, crashes its
+process or loses the GPU context fails alone, and the worker restarts for the remaining cases.
+Records are appended as they are produced; an interrupted run still leaves a valid, partial report.
 """
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import random
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,12 +23,14 @@ from ..errors import UsageError
 from ..matrix import PROFILES, Matrix, load
 from ..overrides import load as load_overrides
 from ..report import atomic_write, markdown
+from ..supervise import EXIT_CONTEXT_LOST, announce, inflight_path, supervise
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
 from ._common import csv, timestamped, writable_dir
 
 NAME = "run"
 HELP = "check kernels against float64 oracles on this machine's targets and write a report"
 DEFAULT_MATRIX = Path("matrices/default.toml")
+RUN_MANIFEST = "run.json"
 
 
 def add_arguments(p) -> None:
@@ -34,10 +38,11 @@ def add_arguments(p) -> None:
     p.add_argument("--target", help="comma list of cuda, rocm, interpreter, auto (default: the matrix's)")
     p.add_argument("--kernel", help="comma list of case names or globs (default: the matrix's, else all)")
     p.add_argument("--dtype", help="comma list of dtypes (default: each case's own)")
-    p.add_argument("--out", help="report directory (default: reports/<timestamp>)")
+    p.add_argument("--out", help="report directory, new or empty (default: reports/<timestamp>)")
     p.add_argument("--profile", choices=PROFILES, help="hypothesis profile (default: the matrix's)")
     p.add_argument("--seed", type=int, help="session seed (default: random, recorded in the report)")
     p.add_argument("--replay", metavar="JSON", help="rerun exactly this input spec (from a failure)")
+    p.add_argument("--timeout", type=float, help="seconds one case may run (default: the matrix's)")
     p.add_argument("--no-time", action="store_true", help="skip the median-time column on GPUs")
     p.add_argument("--worker", metavar="RESULTS", help=argparse.SUPPRESS)
 
@@ -49,6 +54,10 @@ def _plan(args) -> tuple[Matrix, list[str], list, list[str] | None]:
         matrix = load(DEFAULT_MATRIX)
     else:
         matrix = Matrix(path=Path("<built-in defaults>"))
+    if args.timeout is not None:
+        if args.timeout <= 0:
+            raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
+        matrix.timeout = args.timeout
     targets = csv(args.target) or matrix.targets
     for t in targets:
         if t not in (*RUNTIME_TARGETS, "auto"):
@@ -60,6 +69,8 @@ def _plan(args) -> tuple[Matrix, list[str], list, list[str] | None]:
         fmt(d)  # unknown names are a usage error
         if not any(d in c.dtypes for c in selected):
             raise UsageError(f"no selected kernel takes dtype {d!r}")
+    if matrix.overrides:
+        load_overrides(matrix.overrides)  # an invalid or expired entry stops the run before it starts
     if args.replay:
         try:
             spec = json.loads(args.replay)
@@ -79,27 +90,35 @@ def main(args) -> int:
     matrix, targets, selected, dtypes = _plan(args)
     if args.worker:
         return _work(args, matrix, targets[0], selected, dtypes)
-    out = writable_dir(args.out or timestamped("reports"))
+    out = Path(args.out) if args.out else timestamped("reports")
+    if (out / "results.jsonl").exists():
+        raise UsageError(f"{out / 'results.jsonl'} exists already; choose a new --out")
+    out = writable_dir(out)
     results_path = out / "results.jsonl"
-    if results_path.exists():
-        raise UsageError(f"{results_path} exists already; choose a new --out")
     seed = args.seed if args.seed is not None else random.randrange(2**31)
-    status = 0
-    for target in targets:
-        cmd = [sys.executable, "-m", "portcheck", *_child_argv(args, target, seed, results_path)]
-        env = dict(os.environ)
-        env.pop("TRITON_INTERPRET", None)
-        if target == "interpreter":
-            env["TRITON_INTERPRET"] = "1"
-        print(f"== {target}: {shlex.join(cmd[2:])}", flush=True)
-        code = subprocess.run(cmd, env=env).returncode
-        if code not in (0, 1):
-            print(f"portcheck: the {target} worker exited with status {code}; its finished "
-                  "results are kept", file=sys.stderr)
-            status = max(status, 1)
-        status = max(status, code if code in (0, 1) else 1)
+    manifest = {"command": shlex.join(["portcheck", *sys.argv[1:]]), "targets": targets,
+                "seed": seed, "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "status": "running"}
+    atomic_write(out / RUN_MANIFEST, json.dumps(manifest, indent=2))
+    status, interrupted = 0, False
+    try:
+        for target in targets:
+            cmd = [sys.executable, "-m", "portcheck", *_child_argv(args, target, seed, results_path)]
+            env = dict(os.environ)
+            env.pop("TRITON_INTERPRET", None)
+            if target == "interpreter":
+                env["TRITON_INTERPRET"] = "1"
+            print(f"== {target}: portcheck {shlex.join(cmd[3:])}", flush=True)
+            status = max(status, supervise(cmd, env, results_path, target, matrix.timeout))
+    except KeyboardInterrupt:
+        interrupted, status = True, 130
+        print("\nportcheck: interrupted; writing the partial report", file=sys.stderr, flush=True)
     records = results.read(results_path) if results_path.exists() else []
-    atomic_write(out / "matrix.md", markdown(records, f"portcheck run ({', '.join(targets)})"))
+    manifest.update(status="interrupted" if interrupted else "complete",
+                    finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    title = f"portcheck run ({', '.join(targets)})" + (" - PARTIAL: interrupted" if interrupted else "")
+    atomic_write(out / "matrix.md", markdown(records, title))
+    atomic_write(out / RUN_MANIFEST, json.dumps(manifest, indent=2))
     print(f"\nreport: {out / 'matrix.md'}\nresults: {results_path}")
     return status
 
@@ -115,30 +134,65 @@ def _child_argv(args, target: str, seed: int, results_path: Path) -> list[str]:
     return argv
 
 
+def _done(results_path: Path, target: str) -> set[tuple[str, str]]:
+    if not results_path.exists():
+        return set()
+    return {(r["case"], r["dtype"]) for r in results.read(results_path)
+            if r.get("kind") == "runtime" and r.get("target") == target}
+
+
+def _gpu_context_ok() -> bool:
+    import torch
+    try:
+        torch.cuda.synchronize()
+        return torch.ones(1, device="cuda").add_(1).item() == 2.0
+    except Exception:
+        return False
+
+
 def _work(args, matrix: Matrix, target: str, selected, dtypes) -> int:
-    """Child process: fixed to one target's Triton mode; appends one record per case x dtype."""
+    """Worker process: fixed to one target's Triton mode; appends one record per case x dtype."""
     from ..session import Session
+    results_path = Path(args.worker)
     command = shlex.join(["portcheck", "run", "--target", target, "--seed", str(args.seed)]
                          + (["--kernel", args.kernel] if args.kernel else [])
                          + (["--dtype", args.dtype] if args.dtype else []))
     overrides = load_overrides(matrix.overrides) if matrix.overrides else []
     session = Session(target, profile=args.profile or matrix.profile, max_elements=matrix.max_elements,
-                      seed=args.seed, overrides=overrides, results_path=Path(args.worker),
+                      seed=args.seed, overrides=overrides, results_path=results_path,
                       time=matrix.time and not args.no_time, command=command)
     if not session.availability.ok:
         print(f"{target}: not available: {session.availability.reason}", flush=True)
         return 0
-    failed = False
+    inflight = inflight_path(results_path, target)
+    done = _done(results_path, target)
+    provenance = session.provenance()
+    failed = any(r.get("verdict") in ("fail", "error", "xpass") for r in
+                 (results.read(results_path) if done else []) if r.get("target") == target)
     for case in selected:
         for dtype in [d for d in case.dtypes if dtypes is None or d in dtypes]:
             spec = getattr(args, "replay_spec", None)
-            if spec is not None and spec.get("dtype") != dtype:
+            if (case.name, dtype) in done or (spec is not None and spec.get("dtype") != dtype):
                 continue
-            r = session.run(case, dtype, spec=spec)
+            from ..runner import reproduce_command
+            state = {"case": case.name, "family": case.family, "dtype": dtype, "arch": session.arch,
+                     "started": __import__("time").time(), "provenance": provenance,
+                     "reproduce": reproduce_command(target, case.name, dtype, None)}
+            announce(inflight, state)
+
+            def on_example(example, state=state):
+                announce(inflight, {**state, "spec": example})
+
+            r = session.run(case, dtype, spec=spec, on_example=on_example)
+            inflight.unlink(missing_ok=True)
             failed |= not r.passed
-            extra = f" {r.metrics.get('max_ulp', 0):.3g} ulp" if r.metrics else ""
+            extra = f" {r.metrics['max_ulp']:.3g} ulp" if r.verdict != "error" and r.metrics else ""
             print(f"{target}/{session.arch} {case.name:<24} {dtype:<8} {r.verdict:<6}{extra}"
                   f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
             if not r.passed:
                 print(f"    replay: {r.reproduce}", flush=True)
+            if r.verdict == "error" and session.target.is_gpu and not _gpu_context_ok():
+                print(f"{target}: the GPU context is unusable after this case; restarting the worker",
+                      flush=True)
+                sys.exit(EXIT_CONTEXT_LOST)
     return 1 if failed else 0
