@@ -1,0 +1,89 @@
+"""ULP distance and the comparison verdicts on hand-made pairs."""
+import math
+
+import pytest
+import torch
+
+from portcheck.compare import compare, ulp_distance, ulp_of
+from portcheck.dtypes import fmt
+from portcheck.tolerance import Tolerance, exact, rounding
+
+
+def t(values, dtype):
+    return torch.tensor(values, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype,a,b,ulps", [
+    (torch.float32, 1.0, math.nextafter(1.0, 2.0), 2**29),          # float64 neighbour is far below one fp32 ulp
+    (torch.float16, 1.0, 1.0 + 2**-10, 1),
+    (torch.float16, 1.0, 1.0 + 2 * 2**-10, 2),
+    (torch.bfloat16, 1.0, 1.0 + 2**-7, 1),
+    (torch.float16, 0.0, -0.0, 0),                                    # +0 and -0 are one value
+    (torch.float16, 2**-24, -(2**-24), 2),                            # the smallest subnormals, either side of 0
+    (torch.float16, 65504.0, float("inf"), 1),                        # max finite to inf
+    (torch.float32, -1.0, 1.0, 2 * 0x3F800000),
+])
+def test_ulp_distance_known_pairs(dtype, a, b, ulps):
+    if dtype == torch.float32 and ulps == 2**29:
+        a32, b32 = t([a], dtype), t([b], dtype)
+        assert ulp_distance(a32, b32).item() == 0          # both round to 1.0f
+        return
+    assert ulp_distance(t([a], dtype), t([b], dtype)).item() == ulps
+
+
+def test_ulp_distance_nan():
+    nan, one = t([float("nan")], torch.float32), t([1.0], torch.float32)
+    assert ulp_distance(nan, nan).item() == 0
+    assert ulp_distance(nan, one).item() == float("inf")
+
+
+def test_ulp_of_spacing():
+    f16 = fmt("fp16")
+    ref = torch.tensor([1.0, 1.5, 2.0, 0.0, 2**-20, 65504.0], dtype=torch.float64)
+    expect = [2**-10, 2**-10, 2**-9, 2**-24, 2**-24, 32.0]
+    assert ulp_of(ref, f16).tolist() == expect
+
+
+def test_compare_passes_within_and_fails_beyond_tolerance():
+    ref = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    tol = rounding("fp16")                                   # rtol = 2^-11
+    ok = compare("y", ref.to(torch.float16), ref, tol)
+    assert ok.ok and ok.max_ulp == 0
+    out = torch.tensor([1.0, 2.0, 3.0 + 2 ** -8 * 2], dtype=torch.float16)   # four ulps at 3.0
+    bad = compare("y", out, ref, tol)
+    assert not bad.ok and bad.mismatches == 1 and bad.worst_index == [2]
+    assert "1 of 3 elements out of tolerance" in bad.message and "at [2]" in bad.message
+
+
+def test_nan_and_inf_must_sit_in_the_same_places():
+    ref = torch.tensor([float("nan"), float("inf"), 1.0], dtype=torch.float64)
+    same = torch.tensor([float("nan"), float("inf"), 1.0], dtype=torch.float32)
+    assert compare("y", same, ref, rounding("fp32")).ok
+    flipped = torch.tensor([float("nan"), float("-inf"), 1.0], dtype=torch.float32)
+    assert not compare("y", flipped, ref, rounding("fp32")).ok
+    unwritten = torch.tensor([float("nan"), float("inf"), float("nan")], dtype=torch.float32)
+    res = compare("y", unwritten, ref, rounding("fp32"))
+    assert not res.ok and "unwritten" in res.message and res.max_ulp == float("inf")
+
+
+def test_per_element_tolerance_tensors():
+    ref = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    out = torch.tensor([1.001, 1.001], dtype=torch.float32)
+    tol = Tolerance(torch.tensor([1e-2, 1e-4], dtype=torch.float64), 0.0, "per element")
+    res = compare("y", out, ref, tol)
+    assert res.mismatches == 1 and res.worst_index == [1]
+
+
+def test_exact_compare_is_bitwise():
+    codes = torch.tensor([1, 2, 3], dtype=torch.int8)
+    assert compare("q", codes.clone(), codes, exact()).ok
+    res = compare("q", torch.tensor([1, 2, 4], dtype=torch.int8), codes, exact())
+    assert not res.ok and res.mismatches == 1 and "first at [2]" in res.message
+    z = torch.tensor([0.0], dtype=torch.float16)
+    assert not compare("q", -z, z, exact()).ok          # -0 and +0 differ bitwise
+    assert not compare("q", codes.to(torch.int32), codes, exact()).ok   # dtype mismatch
+
+
+def test_shape_mismatch_is_a_failure():
+    res = compare("y", torch.zeros(3), torch.zeros(4, dtype=torch.float64), rounding("fp32"))
+    assert not res.ok and "shape (3,), expected (4,)" in res.message
