@@ -112,7 +112,8 @@ def pytest_generate_tests(metafunc):
         return
     from . import cases
     state = metafunc.config._portcheck
-    chosen = cases.select(state.matrix.kernels or None)
+    # a test module may name the cases it owns (PORTCHECK_CASES = ["mine_*"]); else the matrix's
+    chosen = cases.select(getattr(metafunc.module, "PORTCHECK_CASES", None) or state.matrix.kernels or None)
     params = [pytest.param((c.name, d), id=f"{c.name}-{d}", marks=pytest.mark.portcheck)
               for c in chosen for d in c.dtypes if not state.matrix.dtypes or d in state.matrix.dtypes]
     metafunc.parametrize("portcheck_case", params)
