@@ -42,7 +42,10 @@ def _ensure_venv() -> None:
 def main(argv: list[str]) -> int:
     jobs = {
         "run": [str(BIN / "portcheck"), "run"],
-        "test": [str(BIN / "python"), "-m", "pytest"],
+        # CI's defaults: both cores, the fault tests' shared run kept on one worker, the
+        # interpreter on small inputs (matrices/ci.toml). Later options override these.
+        "test": [str(BIN / "python"), "-m", "pytest", "-n", "2", "--dist", "loadgroup",
+                 "--matrix", "matrices/ci.toml", "--portcheck-profile", "ci"],
     }
     if not argv or argv[0] not in jobs:
         print(__doc__.strip(), file=sys.stderr)
