@@ -35,6 +35,10 @@ class Variant:
     num_stages: int = 3
     options: dict = field(default_factory=dict)  # AMD: waves_per_eu, matrix_instr_nonkdim, kpack
     label: str = ""                              # e.g. "fp16 n=4096"
+    # arguments a launch specializes as multiples of 16 (pointers 16-byte aligned, as from
+    # torch's allocator): Triton's tt.divisibility attribute. It turns on vectorized loads and
+    # the cp.async / LDS pipelines, so without it a cross-compile does not build what runs.
+    divisible_by_16: tuple = ()
 
 
 @dataclass(frozen=True)
