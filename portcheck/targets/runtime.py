@@ -141,5 +141,8 @@ def select_mode(target_name: str) -> None:
     """Fix this process's Triton mode for the target; call before importing any kernel module."""
     if target_name == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
+        # inputs with inf/NaN are deliberate; numpy's warnings about them are noise here
+        import warnings
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
     else:
         os.environ.pop("TRITON_INTERPRET", None)
