@@ -67,6 +67,7 @@ class Case:
 
 CASE_MODULES_ENV = "PORTCHECK_CASE_MODULES"   # comma list of extra modules that register cases
 _REGISTRY: dict[str, Case] = {}
+LOAD_ERRORS: dict[str, str] = {}   # module -> why it could not be imported: reported, not fatal
 _LOADED = False
 
 
@@ -87,7 +88,11 @@ def _load() -> None:
     from . import kernels
     for mod in pkgutil.iter_modules(kernels.__path__):
         if not mod.name.startswith("_"):
-            importlib.import_module(f"{kernels.__name__}.{mod.name}")
+            name = f"{kernels.__name__}.{mod.name}"
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # one broken kernel module must not hide all the others
+                LOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"
     for ep in entry_points(group="portcheck.cases"):
         ep.load()
     for name in filter(None, (m.strip() for m in os.environ.get(CASE_MODULES_ENV, "").split(","))):

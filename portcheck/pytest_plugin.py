@@ -116,6 +116,8 @@ def pytest_generate_tests(metafunc):
     chosen = cases.select(getattr(metafunc.module, "PORTCHECK_CASES", None) or state.matrix.kernels or None)
     params = [pytest.param((c.name, d), id=f"{c.name}-{d}", marks=pytest.mark.portcheck)
               for c in chosen for d in c.dtypes if not state.matrix.dtypes or d in state.matrix.dtypes]
+    # a kernel module that does not import is one failing test, not a broken collection
+    params += [pytest.param(("<load>", module), id=f"load-{module}") for module in cases.LOAD_ERRORS]
     metafunc.parametrize("portcheck_case", params)
 
 

@@ -169,6 +169,14 @@ def _work(args, matrix: Matrix, target: str, selected, dtypes) -> int:
     provenance = session.provenance()
     failed = any(r.get("verdict") in ("fail", "error", "xpass") for r in
                  (results.read(results_path) if done else []) if r.get("target") == target)
+    for module, why in registry.LOAD_ERRORS.items():   # a module that does not import fails alone
+        if (module, "-") not in done:
+            results.append(results_path, results.Result(
+                "runtime", module, module.rsplit(".", 1)[-1], "-", target, session.arch, "error",
+                "gpu" if session.target.is_gpu else "interpreter",
+                message=f"kernel module does not import: {why}", provenance=provenance).to_dict())
+            print(f"{target}/{session.arch} {module}: does not import: {why}", flush=True)
+        failed = True
     for case in selected:
         for dtype in [d for d in case.dtypes if dtypes is None or d in dtypes]:
             spec = getattr(args, "replay_spec", None)
