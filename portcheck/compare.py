@@ -23,7 +23,7 @@ class Comparison:
     mismatches: int = 0
     max_abs: float = 0.0
     max_rel: float = 0.0
-    max_ulp: float = 0.0
+    max_ulp: float = 0.0       # over elements judged by rtol (where rtol |ref| >= atol)
     worst_ratio: float = 0.0   # max |err| / (atol + rtol |ref|): 1.0 is the tolerance
     message: str = ""
     worst_index: list = field(default_factory=list)
@@ -131,11 +131,15 @@ def _compare_float(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Toleran
     special_bad = (nan_o != nan_r) | ((inf_o | inf_r) & ~(nan_o | nan_r) & (o != r))
     finite = ~(nan_o | nan_r | inf_o | inf_r)
     err = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
-    bound = _per_element(tol.atol, ref) + _per_element(tol.rtol, ref) * r.abs()
+    atol, rel_bound = _per_element(tol.atol, ref), _per_element(tol.rtol, ref) * r.abs()
+    bound = atol + rel_bound
     ratio = torch.where(finite, err / bound, torch.zeros_like(o))
     ratio = torch.where(special_bad, torch.full_like(o, float("inf")), ratio)
     rel = torch.where(finite & (r != 0), err / r.abs(), torch.zeros_like(o))
-    ulps = torch.where(finite, err / ulp_of(r, f), torch.zeros_like(o))
+    # ULPs are reported where the relative term dominates; near zero (cancellation) an element
+    # is judged by atol, and its distance in ULPs of a tiny reference says nothing
+    relative = finite & (rel_bound >= atol)
+    ulps = torch.where(relative, err / ulp_of(r, f), torch.zeros_like(o))
     bad = (ratio > 1.0)
     cmp.mismatches = int(bad.sum())
     cmp.ok = cmp.mismatches == 0
