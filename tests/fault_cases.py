@@ -82,6 +82,12 @@ def _fault_case(name, launch=None, oracle=_identity_oracle, tolerance=_tol, outp
                          oracle=oracle, tolerance=tolerance, cost=lambda a: Cost(0)))
 
 
+def _over_the_limits(args, outs):
+    # 64 warps = 2048 threads per block, over every GPU's 1024: refused at launch on a GPU
+    # (the interpreter runs blocks as numpy arrays and ignores num_warps, so there it passes)
+    copy_kernel[(1,)](args["x"], outs["y"], args["x"].numel(), BLOCK=64, num_warps=64)
+
+
 def _oom(args, outs):
     torch.empty(1 << 62, dtype=torch.uint8, device=args["x"].device)   # more memory than exists
 
@@ -104,6 +110,7 @@ _fault_case("hang", _launcher(spin_kernel))
 _fault_case("crash", _launcher(wild_store_kernel))
 _fault_case("compile_error", _launcher(bad_compile_kernel))
 _fault_case("oom", _oom)
+_fault_case("resources", _over_the_limits)
 _fault_case("oracle_raises", oracle=_raising_oracle)
 _fault_case("wrong_shape", oracle=_wrong_shape_oracle)
 _fault_case("wrong_dtype", oracle=lambda a: {"y": a["x"].to(torch.float64)}, tolerance=_wrong_dtype)

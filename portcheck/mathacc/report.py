@@ -34,7 +34,11 @@ def math_section(records: list[dict]) -> str:
                          "ABOVE" if r["verdict"] == "fail" else ""])
         sample = any(not r["metrics"].get("exhaustive", False) for r in measured if r["target"] == target)
         what = "a stratified sample (every sign and exponent) plus special values" if sample else "all 2^32 inputs"
+        p = next(r for r in measured if r["target"] == target).get("provenance", {})
         out += [f"### {target} / {arch}: {what}", "",
+                f"Measured on {p.get('device')} (driver {p.get('driver')}), torch {p.get('torch')}, "
+                f"triton {p.get('triton')}, host {p.get('host')}, {p.get('timestamp')}; "
+                f"reproduce: `{p.get('command')}`", "",
                 tabulate(rows, headers=["function", "max ULP", "at x", "max ULP (normal)", "at x",
                                         "subnormals flushed", "inf/NaN/+-0", "CUDA bound", "HIP bound",
                                         "vs bound"], tablefmt="github"), ""]
