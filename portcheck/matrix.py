@@ -25,6 +25,7 @@ class Matrix:
     overrides: Path | None = None
     time: bool = True                                     # time each case on a GPU target
     timeout: float = 900.0                                # seconds one case x dtype may run
+    compile: object = None    # [compile]: portcheck.targets.compile.CompileSettings; None: defaults
 
 
 def _line_of(text: str, key: str) -> int:
@@ -55,9 +56,10 @@ def load(path: str | Path) -> Matrix:
         line = _line_of(text, key)
         return UsageError(f"{path}{f', line {line}' if line else ''}: '{key}' {problem}")
 
-    unknown_tables = set(data) - {"run"}
+    unknown_tables = set(data) - {"run", "compile"}
     if unknown_tables:
-        raise UsageError(f"{path}: unknown table(s) {', '.join(sorted(unknown_tables))}; expected [run]")
+        raise UsageError(f"{path}: unknown table(s) {', '.join(sorted(unknown_tables))}; "
+                         "expected [run], [compile]")
     run = data.get("run")
     if not isinstance(run, dict):
         raise UsageError(f"{path}: missing [run] table")
@@ -93,4 +95,14 @@ def load(path: str | Path) -> Matrix:
         if run["timeout"] <= 0:
             raise bad("timeout", f"must be a positive number of seconds, got {run['timeout']!r}")
         m.timeout = float(run["timeout"])
+    if "compile" in data:
+        m.compile = _compile_settings(data["compile"], bad)
     return m
+
+
+def _compile_settings(table, bad):
+    """Validate [compile] (archs, timeout, jobs, lints; see portcheck.targets.compile)."""
+    if not isinstance(table, dict):
+        raise bad("compile", "must be a table")
+    from .targets.compile import CompileSettings
+    return CompileSettings.from_table(table, bad)
