@@ -2,7 +2,9 @@
 
 Each entry carries a reason, a link and an expiry date; an expired entry is an error, so a
 workaround cannot outlive its cause unnoticed. xfails are strict: a case that passes while an
-xfail covers it fails, which forces the entry out once the cause is fixed.
+xfail covers it fails, which forces the entry out once the cause is fixed. An entry with action
+"none" states that nothing applies to what it matches: placed before a broader entry, it exempts
+a combination that entry's cause cannot reach (its reason says why).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from .errors import UsageError
 
-ACTIONS = ("xfail", "skip", "tolerance")
+ACTIONS = ("xfail", "skip", "tolerance", "none")
 _FIELDS = {"case", "target", "arch", "dtype", "action", "reason", "link", "expires", "factor"}
 
 
@@ -75,8 +77,8 @@ def load(path: Path, today: dt.date | None = None) -> list[Override]:
 
 
 def find(overrides: list[Override], case: str, target: str, arch: str, dtype: str) -> Override | None:
-    """The first entry that matches (the manifest's order is its priority)."""
+    """The first entry that matches (the manifest's order is its priority); "none" matches nothing."""
     for o in overrides:
         if o.matches(case, target, arch, dtype):
-            return o
+            return None if o.action == "none" else o
     return None
