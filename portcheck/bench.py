@@ -1,0 +1,276 @@
+"""Timing on a GPU: repeat statistics, input rotation, do_bench with L2 flushes, CUDA-graph replay.
+
+Written once for CUDA and ROCm: torch's `torch.cuda` API (events, graphs, streams) is HIP's too
+on a ROCm build, and triton.testing.do_bench goes through Triton's active driver.
+
+- A launch of at least `graph_below_ms` is timed with triton.testing.do_bench: the L2 cache is
+  flushed before every repeat and each repeat is one event pair, so the samples are independent.
+- A shorter launch is dominated by host launch overhead and event resolution, so it is captured
+  `calls` times into a CUDA graph and the graph is replayed; a sample is one replay / `calls`.
+- Inputs whose bytes would fit in L2 are rotated over several copies (`rotation_sets`), so graph
+  replays (which do not flush) read from memory, not from the cache.
+- Warm-up (compilation, autotuning, lazy library loads) runs before anything is measured.
+
+Nothing here imports torch or triton at module level: the statistics are plain Python and are
+tested on machines without a GPU.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+DEFAULT_REPEATS = 100
+DEFAULT_NOISE_BOUND = 0.05        # relative spread (IQR / median) above which a figure is noisy
+DEFAULT_GRAPH_BELOW_US = 20.0     # launches shorter than this are timed by CUDA-graph replay
+EVENT_RESOLUTION_MS = 0.0005      # CUDA/HIP event timer resolution, about half a microsecond
+MAX_ROTATION_SETS = 64
+GRAPH_SAMPLE_MS = 1.0             # aim for about this much GPU time per graph replay
+MAX_GRAPH_CALLS = 2000
+MAX_FIGURE_MS = 2000.0            # long launches get fewer repeats, down to MIN_REPEATS
+MIN_REPEATS = 10
+
+
+def quantile(sorted_samples: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default) of an already sorted sequence."""
+    if not sorted_samples:
+        raise ValueError("no samples")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile must be within [0, 1], got {q}")
+    pos = q * (len(sorted_samples) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_samples) - 1)
+    return sorted_samples[lo] + (sorted_samples[hi] - sorted_samples[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of repeated timings of one launch, in milliseconds."""
+    n: int
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    min_ms: float
+    max_ms: float
+    mean_ms: float
+    resolution_ms: float = EVENT_RESOLUTION_MS   # smallest difference the timer can tell apart
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.q3_ms - self.q1_ms
+
+    @property
+    def rel_spread(self) -> float:
+        """Interquartile range over the median: the spread a report states for a figure."""
+        return self.iqr_ms / self.median_ms if self.median_ms > 0 else math.inf
+
+    def noisy(self, bound: float) -> bool:
+        return self.rel_spread > bound
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["iqr_ms"] = self.iqr_ms
+        d["rel_spread"] = self.rel_spread
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Stats":
+        return cls(**{k: d[k] for k in ("n", "median_ms", "q1_ms", "q3_ms", "min_ms", "max_ms",
+                                          "mean_ms", "resolution_ms") if k in d})
+
+
+def summarize(samples: Sequence[float], resolution_ms: float = EVENT_RESOLUTION_MS) -> Stats:
+    """Median, quartiles, extremes and mean of timing samples (ms); non-finite or negative
+    samples are a timing fault, not data."""
+    xs = sorted(float(s) for s in samples)
+    if not xs:
+        raise ValueError("no timing samples")
+    if not all(math.isfinite(x) and x >= 0 for x in xs):
+        raise ValueError(f"timing samples must be finite and non-negative, got {xs[:3]}...")
+    return Stats(len(xs), statistics.median(xs), quantile(xs, 0.25), quantile(xs, 0.75), xs[0],
+                 xs[-1], statistics.fmean(xs), resolution_ms)
+
+
+def agree(a: Stats, b: Stats) -> bool:
+    """Two measurements of the same launch agree when their medians differ by no more than the
+    larger of their interquartile ranges (or the timer's resolution, for very steady figures)."""
+    allowed = max(a.iqr_ms, b.iqr_ms, a.resolution_ms, b.resolution_ms)
+    return abs(a.median_ms - b.median_ms) <= allowed
+
+
+def rotation_sets(nbytes: int, l2_bytes: int, most: int = MAX_ROTATION_SETS) -> int:
+    """How many copies of a launch's inputs to cycle through so that, between two uses of one
+    copy, at least four L2-fulls of other data pass; 1 when the inputs are over twice the L2."""
+    if l2_bytes <= 0 or nbytes >= 2 * l2_bytes:
+        return 1
+    return max(2, min(most, math.ceil(4 * l2_bytes / max(nbytes, 1))))
+
+
+class Rotation:
+    """A zero-argument callable that calls the next of several equivalent callables each time."""
+
+    def __init__(self, fns: Sequence[Callable[[], object]]):
+        if not fns:
+            raise ValueError("Rotation needs at least one callable")
+        self.fns = list(fns)
+        self.i = 0
+
+    def __len__(self) -> int:
+        return len(self.fns)
+
+    def __call__(self):
+        fn = self.fns[self.i]
+        self.i = (self.i + 1) % len(self.fns)
+        return fn()
+
+    def rewind(self) -> None:
+        self.i = 0
+
+
+def repeats_within(repeats: int, estimate_ms: float, budget_ms: float = MAX_FIGURE_MS,
+                   least: int = MIN_REPEATS) -> int:
+    """Repeats for one figure: as asked, unless that would take over `budget_ms` of GPU time."""
+    if estimate_ms <= 0:
+        return repeats
+    return max(min(repeats, least), min(repeats, int(budget_ms / estimate_ms)))
+
+
+def graph_calls(estimate_ms: float, sets: int, sample_ms: float = GRAPH_SAMPLE_MS,
+                most: int = MAX_GRAPH_CALLS) -> int:
+    """Launches to capture in one graph: about `sample_ms` of work, a whole number of rotations."""
+    want = most if estimate_ms <= 0 else math.ceil(sample_ms / estimate_ms)
+    want = max(sets, min(most, want))
+    return max(sets, (want // sets) * sets)
+
+
+@dataclass
+class Timing:
+    stats: Stats
+    method: str                 # "do_bench" (L2 flushed per repeat) or "cuda_graph" (replays)
+    sets: int = 1               # input copies rotated through
+    calls_per_sample: int = 1   # launches averaged into one sample (graph replay)
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {**self.stats.to_dict(), "method": self.method, "sets": self.sets,
+                "calls_per_sample": self.calls_per_sample, "note": self.note}
+
+
+# ---- the GPU side ----------------------------------------------------------------------------
+
+def _torch():
+    import torch
+    return torch
+
+
+def warm_up(fn: Callable, calls: int) -> None:
+    torch = _torch()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+
+
+def estimate_ms(fn: Callable, calls: int = 5) -> float:
+    """Mean time of back-to-back launches (no flush): picks the method and the repeat count."""
+    torch = _torch()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / calls
+
+
+def flushed_estimate_ms(fn: Callable, calls: int = 5) -> float:
+    """Mean time of (L2 flush + launch), as do_bench measures it to turn `rep` into a count."""
+    import triton
+    torch = _torch()
+    driver = triton.runtime.driver.active
+    cache = driver.get_empty_cache_for_benchmark()
+    clear = getattr(driver, "clear_cache", None) or (lambda c: c.zero_())
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(calls):
+        clear(cache)
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / calls
+
+
+def time_do_bench(fn: Callable, repeats: int, estimate: float) -> Stats:
+    """triton.testing.do_bench with the raw samples: L2 flushed before each repeat. do_bench
+    turns a time budget into a repeat count with its own flush-included estimate, so the budget
+    is `repeats` times that same estimate."""
+    import triton.testing
+    try:
+        per_repeat = flushed_estimate_ms(fn)
+    except Exception:  # a Triton whose driver spells the flush differently: count the launch only
+        per_repeat = estimate
+    rep_ms = max(1.0, repeats * per_repeat)
+    try:
+        samples = triton.testing.do_bench(fn, warmup=max(1.0, 3 * estimate), rep=rep_ms,
+                                          return_mode="all")
+    except (AssertionError, TypeError):  # a Triton without return_mode="all": quartiles only
+        q = triton.testing.do_bench(fn, warmup=max(1.0, 3 * estimate), rep=rep_ms,
+                                    quantiles=[0.0, 0.25, 0.5, 0.75, 1.0])
+        return Stats(max(1, int(rep_ms / max(estimate, 1e-6))), q[2], q[1], q[3], q[0], q[4], q[2])
+    return summarize(samples)
+
+
+def time_graph(fn: Callable, repeats: int, calls: int) -> Stats:
+    """Capture `calls` launches in one CUDA/HIP graph and replay it `repeats` times."""
+    torch = _torch()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):   # libraries set up their handles outside the capture
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(repeats)]
+    for start, end in events:
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    samples = [s.elapsed_time(e) / calls for s, e in events]
+    del graph
+    return summarize(samples, resolution_ms=EVENT_RESOLUTION_MS / calls)
+
+
+def time_callables(fns: Sequence[Callable], *, repeats: int = DEFAULT_REPEATS,
+                   graph_below_ms: float = DEFAULT_GRAPH_BELOW_US / 1e3, warmup_calls: int = 3,
+                   method: str | None = None) -> Timing:
+    """Time equivalent launches `fns` (one per rotated input copy) as one figure.
+
+    `method` forces "do_bench" or "cuda_graph" (a baseline follows its kernel's method, so their
+    ratio compares like with like); None picks graph replay below `graph_below_ms`.
+    """
+    rot = Rotation(fns)
+    warm_up(rot, max(warmup_calls, len(rot)))
+    est = estimate_ms(rot, max(5, len(rot)))
+    repeats = repeats_within(repeats, est)
+    if method is None:
+        method = "cuda_graph" if est < graph_below_ms else "do_bench"
+    note = ""
+    if method == "cuda_graph":
+        calls = graph_calls(est, len(rot))
+        rot.rewind()
+        try:
+            return Timing(time_graph(rot, repeats, calls), "cuda_graph", len(rot), calls)
+        except Exception as exc:  # not capturable (a host sync, an allocation it cannot replay)
+            _torch().cuda.synchronize()
+            note = f"graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]}); timed with do_bench"
+    rot.rewind()
+    return Timing(time_do_bench(rot, repeats, est), "do_bench", len(rot), 1, note)

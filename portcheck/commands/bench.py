@@ -1,0 +1,179 @@
+"""`portcheck bench`: time every selected case's bench specs on this machine's GPU.
+
+Ceilings (copy bandwidth, vendor matmul rates) are measured first, on the same device; each spec
+is then timed with its baselines (torch eager, torch.compile of it, the vendor library and peer
+libraries where the case provides them), and the roofline floor of every other arch in the arch
+table is added as a model. Writes results.jsonl and bench.md into --out.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from .. import cases as registry
+from .. import results
+from ..dtypes import fmt
+from ..errors import UsageError
+from ..matrix import Matrix, load
+from ..report import atomic_write
+from ..targets.archs import ARCHS, parse_archs
+from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
+from ._common import csv, timestamped, writable_dir
+
+NAME = "bench"
+HELP = "time kernels on this GPU against measured ceilings, baselines and the roofline"
+DEFAULT_MATRIX = Path("matrices/default.toml")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--kernel", help="comma list of case names or globs (default: the matrix's, else all)")
+    p.add_argument("--dtype", help="comma list of dtypes to keep among the bench specs")
+    p.add_argument("--matrix", help=f"matrix file for [run] kernels and [bench] settings "
+                                    f"(default: {DEFAULT_MATRIX} if present)")
+    p.add_argument("--target", default="auto", help="cuda, rocm or auto (default: this machine's GPU)")
+    p.add_argument("--out", help="report directory (default: reports/<timestamp>)")
+    p.add_argument("--repeats", type=int, help="timed repeats per figure (default: the matrix's, 100)")
+    p.add_argument("--noise-bound", type=float, help="relative spread above which a figure is "
+                                                     "flagged noisy (default: the matrix's, 0.05)")
+    p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    p.add_argument("--no-repeat-check", action="store_true",
+                   help="do not time each kernel a second time after its baselines")
+    p.add_argument("--spec", metavar="JSON", help="time exactly this spec (needs one --kernel)")
+    p.add_argument("--model-only", action="store_true",
+                   help="no device: write only the roofline model of the arch table")
+    p.add_argument("--arch", help="archs for the model rows (default: every arch in the table "
+                                  "except the measured one)")
+
+
+def _settings(args, matrix: Matrix):
+    s = matrix.bench
+    if args.repeats is not None:
+        if args.repeats < 3:
+            raise UsageError(f"--repeats must be at least 3, got {args.repeats}")
+        s.repeats = args.repeats
+    if args.noise_bound is not None:
+        if args.noise_bound < 0:
+            raise UsageError(f"--noise-bound must not be negative, got {args.noise_bound}")
+        s.noise_bound = args.noise_bound
+    if args.no_compile:
+        s.compile = False
+    if args.no_repeat_check:
+        s.repeat_check = False
+    return s
+
+
+def _plan(args, matrix: Matrix, settings):
+    from ..benchrun import plan
+    selected = registry.select(csv(args.kernel) or matrix.kernels)
+    dtypes = csv(args.dtype) or None
+    for d in dtypes or ():
+        fmt(d)
+        if not any(d in c.dtypes for c in selected):
+            raise UsageError(f"no selected kernel takes dtype {d!r}")
+    if args.spec:
+        try:
+            spec = json.loads(args.spec)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--spec is not JSON: {exc}") from None
+        if not isinstance(spec, dict) or "dtype" not in spec:
+            raise UsageError("--spec needs a JSON object with at least 'dtype' (a bench spec)")
+        if len(selected) != 1:
+            raise UsageError("--spec needs exactly one --kernel")
+        case = selected[0]
+        base = case.bench[0] if case.bench else {}
+        return [(case, {"seed": 0, **base, **spec})]
+    work = plan(selected, settings, dtypes)
+    if not work:
+        raise UsageError("no bench spec to time: the selected cases declare none for these dtypes")
+    return work
+
+
+def main(args) -> int:
+    target, resolved = args.target, None
+    if target not in ("cuda", "rocm", "auto"):
+        known = ", ".join(t for t in RUNTIME_TARGETS if t != "interpreter")
+        raise UsageError(f"portcheck bench times GPUs; --target must be {known} or auto, got {target!r}")
+    if not args.model_only:
+        resolved = resolve(target)
+        if resolved == "interpreter":
+            from ..targets.runtime import TARGETS
+            why = "; ".join(f"{n}: {TARGETS[n].availability().reason}" for n in ("cuda", "rocm"))
+            raise UsageError(f"portcheck bench needs a GPU and this machine has none ({why}); "
+                             "--model-only writes the roofline model without one")
+        select_mode(resolved)   # before any kernel module is imported
+    matrix = load(args.matrix) if args.matrix else (load(DEFAULT_MATRIX) if DEFAULT_MATRIX.exists()
+                                                     else Matrix(path=Path("<built-in defaults>")))
+    settings = _settings(args, matrix)
+    archs = [ARCHS[a] for a in parse_archs(args.arch)] if args.arch else None
+    work = _plan(args, matrix, settings)
+    out = writable_dir(args.out or timestamped("reports"))
+    results_path = out / "results.jsonl"
+    if results_path.exists():
+        raise UsageError(f"{results_path} exists already; choose a new --out")
+    command = shlex.join(["portcheck", *sys.argv[1:]]) if sys.argv[1:2] == ["bench"] else "portcheck bench"
+    status = _model_only(work, archs, results_path, command) if args.model_only else \
+        _measure(work, resolved, settings, archs, results_path, command)
+    from ..bench_report import bench_matrix
+    records = results.read(results_path) if results_path.exists() else []
+    atomic_write(out / "bench.md", f"# portcheck bench\n\n{bench_matrix(records)}")
+    print(f"\nreport: {out / 'bench.md'}\nresults: {results_path}")
+    return status
+
+
+def _model_only(work, archs, results_path: Path, command: str) -> int:
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+
+    from ..benchrun import cost_without_device, model_records
+    archs = archs or list(ARCHS.values())
+    status = 0
+    for case, spec in work:
+        try:
+            cost = cost_without_device(case, spec)
+        except (DataDependentOutputException, DynamicOutputShapeException) as exc:
+            print(f"{case.name}: no cost model without a device (its inputs depend on data: "
+                  f"{type(exc).__name__}: {str(exc)[:120]}); a GPU run adds its model rows",
+                  file=sys.stderr)
+            continue
+        except Exception as exc:
+            print(f"{case.name}: its cost model failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        for r in model_records(case, spec, cost, archs, command):
+            results.append(results_path, r.to_dict())
+        print(f"model {case.name:<22} {cost.bytes / 1e6:10,.0f} MB {cost.flops / 1e9:10,.3g} GFLOP", flush=True)
+    return status
+
+
+def _line(r) -> str:
+    b = r.bench
+    if r.verdict == "error":
+        return f"{r.case:<22} {r.variant:<36} ERROR {r.message}"
+    base = ", ".join(f"{n} {v['speedup']:.2f}x" if "speedup" in v else f"{n} error"
+                     for n, v in b["baselines"].items())
+    return (f"{r.case:<22} {r.variant:<36} {b['kernel']['median_ms'] * 1e3:9.2f} us "
+            f"±{b['kernel']['rel_spread']:.1%} {b['gbs']:8,.0f} GB/s {b['tflops']:7,.1f} TFLOP/s "
+            f"{b['fraction_of_ceiling']:5.0%} of ceiling  [{base}]"
+            + (f"  ({r.message})" if r.message else ""))
+
+
+def _measure(work, target: str, settings, archs, results_path: Path, command: str) -> int:
+    from ..benchrun import BenchRunner
+    runner = BenchRunner(target, settings, results_path, command, model_archs=archs)
+    t0 = time.perf_counter()
+    ceil = runner.ceilings()
+    cp = ceil["copy"]
+    mm = ", ".join(f"{k} {v['tflops']:.0f}" if "tflops" in v else f"{k} n/a" for k, v in ceil["matmul"].items())
+    print(f"{runner.device['name']} ({target}/{runner.arch_name}): copy {cp['gbs']:,.0f} GB/s "
+          f"(torch copy_ {cp['torch_copy']['gbs']:,.0f}, Triton {cp['triton_copy']['gbs']:,.0f}); "
+          f"matmul TFLOP/s {mm}  [{time.perf_counter() - t0:.1f} s]", flush=True)
+    status = 0 if cp["agrees_with_torch_copy"] else 1
+    for case, spec in work:
+        t = time.perf_counter()
+        r = runner.bench(case, spec)
+        print(f"{_line(r)}  [{time.perf_counter() - t:.1f} s]", flush=True)
+        if r.verdict == "error":
+            status = 1
+    return status

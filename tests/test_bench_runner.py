@@ -1,0 +1,170 @@
+"""The benchmark runner's bookkeeping, driven on the CPU.
+
+No GPU here, so the device-facing calls are replaced with CPU stand-ins: events read the host
+clock, do_bench returns host-timed samples, CUDA graphs are unavailable (exercising the fallback),
+ceilings and clocks are canned. What is checked is everything around the timing: rotation,
+baselines and their errors, peers and goals, the record schema, the model rows, the report.
+"""
+import math
+import time
+import types
+
+import pytest
+import torch
+
+from portcheck import benchrun, results
+from portcheck.bench_report import bench_matrix
+from portcheck.cases import Case, Cost
+from portcheck.matrix import BenchSettings
+from portcheck.targets.runtime import Availability
+
+CANNED_CEILINGS = {
+    "copy": {"gbs": 4000.0, "bytes_moved": 1 << 31, "method": "triton_copy", "vs_torch_copy": 1.01,
+             "agrees_with_torch_copy": True, "torch_copy": {"gbs": 3960.0, "median_ms": 0.54},
+             "triton_copy": {"gbs": 4000.0, "median_ms": 0.53}},
+    "matmul": {"bf16": {"tflops": 700.0}, "fp8": {"error": "RuntimeError: not here"}},
+}
+
+
+class FakeEvent:
+    def __init__(self, enable_timing=False):
+        self.t = None
+
+    def record(self, stream=None):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3
+
+
+def fake_do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+    samples = []
+    for _ in range(9):
+        t = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t) * 1e3)
+    return samples
+
+
+class FakeTarget:
+    name, vendor, device, is_gpu = "cuda", "nvidia", "cpu", True
+
+    def availability(self):
+        return Availability(True, "a CPU standing in for a GPU")
+
+    def arch(self):
+        return "sm_90a"
+
+    def describe(self):
+        return {"device": "Fake H200", "driver": "0.0", "runtime": "none"}
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    import triton.testing
+
+    from portcheck import ceilings, clocks
+    monkeypatch.setitem(benchrun.TARGETS, "cuda", FakeTarget())
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i=0: types.SimpleNamespace(
+        name="Fake H200", uuid="1234abcd", L2_cache_size=8 << 20, total_memory=1 << 37))
+    monkeypatch.setattr(triton.testing, "do_bench", fake_do_bench)
+    monkeypatch.setattr(ceilings, "measure", lambda arch=None: CANNED_CEILINGS)
+    monkeypatch.setattr(clocks, "read", lambda vendor, uuid=None: {"tool": "fake", "clocks.sm": 1980,
+                                                                  "clocks.mem": 3201})
+
+
+def _case(calls):
+    def make(spec, device):
+        calls.append(spec)
+        return {"x": torch.randn(spec["rows"], spec["cols"], generator=torch.Generator().manual_seed(spec["seed"]))}
+
+    def baselines(args):
+        x = args["x"]
+        return {"torch": lambda: x * 2, "liger": lambda: x * 2, "broken": lambda: 1 / 0}
+
+    return Case(name="fake_scale", family="fake", dtypes=("fp32",), inputs=None, make=make,
+                outputs=lambda a: {"y": (tuple(a["x"].shape), torch.float32)},
+                launch=lambda a, o: torch.mul(a["x"], 2, out=o["y"]), oracle=None, tolerance=None,
+                cost=lambda a: Cost(2 * a["x"].numel() * 4, a["x"].numel()),
+                bench=({"dtype": "fp32", "rows": 256, "cols": 1024, "seed": 0},), baselines=baselines)
+
+
+def test_runner_records_ceilings_figures_baselines_and_models(fake_gpu, tmp_path):
+    calls = []
+    case = _case(calls)
+    path = tmp_path / "results.jsonl"
+    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=5, compile=False, graph_below_us=0.0),
+                                  results_path=path, command="portcheck bench --test")
+    r = runner.bench(case, case.bench[0])
+    assert r.verdict == "pass", r.message
+    b = r.bench
+    # 2 MB of traffic under an 8 MB L2: the inputs are rotated over ceil(4 * 8 / 2) = 16 copies
+    assert b["rotation_sets"] == 16 and len(calls) == 16
+    assert b["kernel"]["method"] == "do_bench" and b["kernel"]["n"] == 9
+    assert b["bytes"] == 2 * 256 * 1024 * 4 and b["flops"] == 256 * 1024
+    assert math.isclose(b["gbs"], b["bytes"] / (b["kernel"]["median_ms"] * 1e6))
+    assert b["ceiling"]["bound"] == "memory" and b["ceiling"]["copy_gbs"] == 4000.0
+    assert math.isclose(b["fraction_of_ceiling"], b["gbs"] / 4000.0)
+    assert math.isclose(b["fraction_of_datasheet"], b["gbs"] / 4800.0)
+    assert set(b["baselines"]) == {"torch", "liger", "broken"}
+    assert b["baselines"]["broken"]["error"].startswith("ZeroDivisionError")
+    assert b["baselines"]["torch"]["speedup"] > 0
+    assert [g["goal"] for g in b["goals"]] == ["no slower than liger"]   # 2 MB: no bandwidth goal
+    assert b["clocks"]["before"]["clocks.sm"] == 1980 and b["repeat"]["n"] == 9
+    assert isinstance(b["repeat_agrees"], bool)
+    assert r.provenance["gpu_uuid"] == "1234abcd" and r.provenance["device"] == "Fake H200"
+    assert "--spec" in r.reproduce
+
+    recs = results.read(path)
+    kinds = [(x["case"], x["evidence"], x["arch"]) for x in recs]
+    assert kinds[0] == ("ceilings", "gpu", "sm_90a")
+    assert kinds[1] == ("fake_scale", "gpu", "sm_90a")
+    models = [x for x in recs if x["evidence"] == "model"]
+    assert {x["arch"] for x in models} == {"sm_80", "sm_89", "sm_100a", "sm_120", "gfx90a", "gfx942",
+                                           "gfx950", "gfx1100", "gfx1201"}
+    assert all(x["target"] == "model" and x["verdict"] == "skip" for x in models)
+
+    md = bench_matrix(recs)
+    assert "Fake H200" in md and "copy **4,000 GB/s**" in md
+    assert "broken: error" in md and "liger" in md
+    assert "Roofline model for archs with no device here" in md and "gfx942" in md
+
+
+def test_a_second_case_reuses_the_ceilings_and_graph_failure_falls_back(fake_gpu, tmp_path):
+    case = _case([])
+    path = tmp_path / "results.jsonl"
+    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=5, compile=False, graph_below_us=1e9),
+                                  results_path=path)
+    first = runner.bench(case, case.bench[0])
+    second = runner.bench(case, dict(case.bench[0], rows=128))
+    assert first.verdict == second.verdict == "pass"
+    # no CUDA graphs on a CPU: the short-launch path says so and times with do_bench instead
+    assert "graph capture failed" in first.bench["kernel"]["note"]
+    assert first.bench["kernel"]["method"] == "do_bench"
+    assert sum(1 for x in results.read(path) if x["case"] == "ceilings") == 1
+
+
+def test_a_kernel_that_raises_is_an_error_record_not_an_exception(fake_gpu, tmp_path):
+    case = _case([])
+    broken = Case(**{**{f: getattr(case, f) for f in case.__dataclass_fields__},
+                     "launch": lambda a, o: (_ for _ in ()).throw(ValueError("x must be 2-D"))})
+    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=5, compile=False), results_path=tmp_path / "r.jsonl")
+    r = runner.bench(broken, broken.bench[0])
+    assert r.verdict == "error" and "x must be 2-D" in r.message
+    assert "ERROR" in bench_matrix(results.read(tmp_path / "r.jsonl"))
+
+
+def test_noisy_figures_are_flagged(fake_gpu, tmp_path, monkeypatch):
+    import triton.testing
+    spread = iter(range(1000))
+    monkeypatch.setattr(triton.testing, "do_bench",
+                        lambda fn, **k: [1.0 + 0.5 * (next(spread) % 2) for _ in range(10)])
+    case = _case([])
+    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=5, compile=False, noise_bound=0.05),
+                                  results_path=tmp_path / "r.jsonl")
+    r = runner.bench(case, case.bench[0])
+    assert r.bench["noisy"] is True and "noisy" in r.message
+    assert "NOISY" in bench_matrix(results.read(tmp_path / "r.jsonl"))
