@@ -15,6 +15,18 @@ _RUN_KEYS = {"targets": list, "kernels": list, "dtypes": list, "profile": str,
 
 
 @dataclass
+class BenchSettings:
+    """The [bench] table: how `portcheck bench` and `pytest --bench` time kernels."""
+    repeats: int = 100              # timed repeats per figure (do_bench samples / graph replays)
+    noise_bound: float = 0.05       # IQR / median above which a figure is flagged noisy
+    graph_below_us: float = 20.0    # launches shorter than this are timed by CUDA-graph replay
+    compile: bool = True            # add torch.compile of each case's "torch" baseline
+    repeat_check: bool = True       # time each kernel again after its baselines; report agreement
+    shapes: dict = field(default_factory=dict)        # case -> [partial specs] replacing its bench
+    extra_shapes: dict = field(default_factory=dict)  # case -> [partial specs] added to its bench
+
+
+@dataclass
 class Matrix:
     path: Path
     targets: list[str] = field(default_factory=lambda: ["auto"])
@@ -25,6 +37,7 @@ class Matrix:
     overrides: Path | None = None
     time: bool = True                                     # time each case on a GPU target
     timeout: float = 900.0                                # seconds one case x dtype may run
+    bench: BenchSettings = field(default_factory=BenchSettings)
     compile: object = None    # [compile]: portcheck.targets.compile.CompileSettings; None: defaults
 
 
@@ -56,10 +69,10 @@ def load(path: str | Path) -> Matrix:
         line = _line_of(text, key)
         return UsageError(f"{path}{f', line {line}' if line else ''}: '{key}' {problem}")
 
-    unknown_tables = set(data) - {"run", "compile"}
+    unknown_tables = set(data) - {"run", "bench", "compile"}
     if unknown_tables:
         raise UsageError(f"{path}: unknown table(s) {', '.join(sorted(unknown_tables))}; "
-                         "expected [run], [compile]")
+                         "expected [run], [bench], [compile]")
     run = data.get("run")
     if not isinstance(run, dict):
         raise UsageError(f"{path}: missing [run] table")
@@ -95,6 +108,8 @@ def load(path: str | Path) -> Matrix:
         if run["timeout"] <= 0:
             raise bad("timeout", f"must be a positive number of seconds, got {run['timeout']!r}")
         m.timeout = float(run["timeout"])
+    if "bench" in data:
+        m.bench = _bench_settings(data["bench"], bad)
     if "compile" in data:
         m.compile = _compile_settings(data["compile"], bad)
     return m
@@ -106,3 +121,34 @@ def _compile_settings(table, bad):
         raise bad("compile", "must be a table")
     from .targets.compile import CompileSettings
     return CompileSettings.from_table(table, bad)
+
+
+_BENCH_KEYS = {"repeats": int, "noise_bound": (int, float), "graph_below_us": (int, float),
+               "compile": bool, "repeat_check": bool, "shapes": dict, "extra_shapes": dict}
+
+
+def _bench_settings(table, bad) -> BenchSettings:
+    """Validate [bench]; shapes tables map a case name to a list of (partial) spec tables."""
+    if not isinstance(table, dict):
+        raise bad("bench", "must be a table")
+    b = BenchSettings()
+    for key, value in table.items():
+        want = _BENCH_KEYS.get(key)
+        if want is None:
+            raise bad(key, f"is not a known [bench] key; known: {', '.join(_BENCH_KEYS)}")
+        if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
+            names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
+            raise bad(key, f"must be a {names}, got {type(value).__name__}")
+    if table.get("repeats", 3) < 3:
+        raise bad("repeats", "must be at least 3 (a spread needs several repeats)")
+    for key in ("noise_bound", "graph_below_us"):
+        if key in table and table[key] < 0:
+            raise bad(key, f"must not be negative, got {table[key]!r}")
+    for key in ("shapes", "extra_shapes"):
+        for case, specs in table.get(key, {}).items():
+            if not isinstance(specs, list) or not specs or not all(isinstance(s, dict) for s in specs):
+                raise bad(case, f"in [bench.{key}] must be a non-empty list of spec tables, e.g. "
+                                f"{case} = [{{rows = 65536, cols = 4096}}]")
+    for key, value in table.items():
+        setattr(b, key, float(value) if key in ("noise_bound", "graph_below_us") else value)
+    return b
