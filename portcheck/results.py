@@ -37,6 +37,7 @@ class Result:
     reproduce: str = ""
     provenance: dict = field(default_factory=dict)
     schema: str = SCHEMA
+    digests: dict = field(default_factory=dict)  # runtime: outputs of fixed small inputs (portcheck.digests)
 
     def to_dict(self) -> dict:
         return asdict(self)
