@@ -1,0 +1,55 @@
+"""`portcheck report`: merge runs from any hosts and vendors into one matrix (json, md, html)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import merge
+from ..overrides import load as load_overrides
+from ..report import render as render_markdown
+from ..report import write_all
+from ..report_html import render as render_html
+from ._common import timestamped, writable_dir
+
+NAME = "report"
+HELP = "merge results from several runs (hosts, vendors, compile-only) into matrix.json/.md/.html"
+DEFAULT_OVERRIDES = Path("matrices/overrides.toml")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("results", nargs="+", metavar="RESULTS",
+                   help="results.jsonl files, run directories (their results.jsonl, or every one below), "
+                        "or a matrix.json / baseline")
+    p.add_argument("--out", help="output directory (default: reports/<timestamp>)")
+    p.add_argument("--title", default="portcheck matrix", help="report title")
+    add_overrides_argument(p)
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def add_overrides_argument(p) -> None:
+    p.add_argument("--overrides", metavar="TOML",
+                   help=f"overrides manifest to enforce and list (default: {DEFAULT_OVERRIDES} if present); "
+                        "an expired entry fails the command")
+
+
+def overrides_in_force(args, entries) -> list[dict]:
+    """Load the manifest (expired entries raise UsageError) and list every override in force."""
+    path = Path(args.overrides) if args.overrides else (DEFAULT_OVERRIDES if DEFAULT_OVERRIDES.exists() else None)
+    manifest = load_overrides(path) if path else None
+    return merge.overrides_in_force(entries, manifest, str(path) if path else None)
+
+
+def main(args) -> int:
+    out = writable_dir(args.out or timestamped("reports"))
+    entries = merge.load(args.results, quiet=args.quiet)
+    matrix = merge.build(entries, overrides_in_force(args, entries))
+    import json
+    files = {out / "matrix.json": json.dumps(matrix.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n",
+             out / "matrix.md": render_markdown(matrix, args.title),
+             out / "matrix.html": render_html(matrix, args.title)}
+    write_all(files)
+    bad = sum(1 for c in matrix.cells.values() if c.status() not in merge.PASSED)
+    print(f"{len(matrix.entries)} result(s) from {len(matrix.sources)} input(s) in {len(matrix.cells)} cell(s), "
+          f"{bad} failing; {len(matrix.superseded)} superseded by newer results")
+    for path in files:
+        print(f"wrote {path}")
+    return 0
