@@ -58,12 +58,16 @@ def synchronize(target_name: str) -> None:
 
 
 def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
-             tol_reason: str = "") -> list[Comparison]:
+             tol_reason: str = "", keep: dict | None = None) -> list[Comparison]:
+    """Run one spec and compare every output; `keep`, if given, receives the output tensors
+    (portcheck.digests records them for cross-vendor diffs)."""
     device = TARGETS[target_name].device
     args = case.make(spec, device)
     outs = {name: poisoned(shape, dtype, device) for name, (shape, dtype) in case.outputs(args).items()}
     case.launch(args, outs)
     synchronize(target_name)
+    if keep is not None:
+        keep.update(outs)
     args64 = upcast(args, oracle_device(target_name))
     refs = case.oracle(args64)
     tols = case.tolerance(args64, refs, spec["dtype"])

@@ -9,6 +9,8 @@ import hypothesis
 
 from . import results
 from .cases import Case
+from .digests import DIGEST_EXAMPLES, INTERPRETER_DIGESTS
+from .digests import collect as collect_digests
 from .overrides import Override, find
 from .provenance import collect
 from .runner import check, time_case
@@ -24,7 +26,7 @@ def case_seed(session_seed: int, case: str, dtype: str) -> int:
 class Session:
     def __init__(self, target_name: str, *, profile: str, max_elements: dict, seed: int,
                  overrides: list[Override] = (), results_path: Path | None = None,
-                 time: bool = False, command: str | None = None):
+                 time: bool = False, command: str | None = None, digests: int | None = None):
         register_profiles()
         self.target = TARGETS[target_name]
         self.availability = self.target.availability()
@@ -37,6 +39,9 @@ class Session:
         self.results_path = results_path
         self.time = time and self.target.is_gpu
         self.command = command
+        # fixed small inputs whose outputs are recorded for `portcheck diff` (None: the default)
+        self.digests = digests if digests is not None else (
+            DIGEST_EXAMPLES if self.target.is_gpu else INTERPRETER_DIGESTS)
 
     def provenance(self) -> dict:
         p = collect(self.target, self.arch, seed=self.seed, command=self.command)
@@ -55,6 +60,8 @@ class Session:
                 result.time_ms = time_case(case, self.target.name, bench[0])
             except Exception as exc:  # timing trouble never hides the accuracy verdict
                 result.message = f"timing failed: {type(exc).__name__}: {exc}"
+        if self.digests and spec is None and result.verdict != "skip":
+            result.digests = collect_digests(case, self.target.name, dtype, self.digests, on_example)
         result.reproduce = result.reproduce.replace(f"--seed {seed}", f"--seed {self.seed}")
         result.provenance = self.provenance()
         if self.results_path is not None:
