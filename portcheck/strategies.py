@@ -40,11 +40,12 @@ def lengths(tile: int, limit: int) -> st.SearchStrategy[int]:
                      st.integers(1, max(1, limit)))
 
 
-def rows_and_cols(tile: int, max_elements: int, max_cols: int | None = None):
-    """(rows, cols) with rows*cols <= max_elements; cols stress the tile edges."""
+def rows_and_cols(tile: int, max_elements: int, max_cols: int | None = None, max_rows: int = 64):
+    """(rows, cols) with rows*cols <= max_elements; cols stress the tile edges. Kernels that run
+    one program per row can ask for fewer rows (the interpreter pays per program)."""
     max_cols = min(max_cols or max_elements, max_elements)
     return lengths(tile, max_cols).flatmap(
-        lambda n: st.tuples(st.integers(1, max(1, min(64, max_elements // n))), st.just(n)))
+        lambda n: st.tuples(st.integers(1, max(1, min(max_rows, max_elements // n))), st.just(n)))
 
 
 def seeds() -> st.SearchStrategy[int]:

@@ -34,3 +34,23 @@ def check_2d(name: str, t, dtypes) -> None:
         raise ValueError(f"{name} must have unit stride along its last dimension, got strides {t.stride()}")
     if t.dtype not in dtypes:
         raise ValueError(f"{name} has dtype {t.dtype}; this kernel takes {', '.join(map(str, dtypes))}")
+
+
+def check_vector(name: str, t, n: int, dtype) -> None:
+    """An optional per-column parameter (weight, bias): None, or contiguous, shape (n,), dtype."""
+    if t is None:
+        return
+    if t.dim() != 1 or t.shape[0] != n:
+        raise ValueError(f"{name} must have shape ({n},), got {tuple(t.shape)}")
+    if t.dtype != dtype:
+        raise ValueError(f"{name} has dtype {t.dtype}; expected {dtype}")
+    if t.stride(0) != 1:
+        raise ValueError(f"{name} must be contiguous, got stride {t.stride(0)}")
+
+
+def check_out(name: str, t, shape, dtype) -> None:
+    """An output buffer given by the caller: exactly this shape and dtype, unit last stride."""
+    if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
+        raise ValueError(f"{name} must be {dtype} of shape {tuple(shape)}, got {t.dtype} {tuple(t.shape)}")
+    if t.numel() and t.stride(-1) != 1:
+        raise ValueError(f"{name} must have unit stride along its last dimension, got strides {t.stride()}")
