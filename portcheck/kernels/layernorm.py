@@ -1,0 +1,291 @@
+"""LayerNorm forward over the last dimension, writing y and the per-row mean and rstd (fp32).
+
+Rows that fit in registers are normalised in one read, several short rows to a program, with the
+variance from the centred values (two passes over registers). Longer rows loop over chunks:
+a per-lane Welford pass gives mean and M2, combined across lanes with the parallel-variance
+formula, then a second pass writes y; x is read twice, the fewest for a row that does not fit on chip.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from hypothesis import strategies as st
+
+from .. import strategies as S
+from ..cases import Case, Cost, Variant, register
+from ..oracles.norms import layer_norm as layer_norm_ref
+from ..tolerance import Tolerance, fmt
+from ._launch import check_2d, check_out, check_vector, num_warps_for, warp_size
+
+MAX_FUSED = 16384          # longest row held in registers (x, and w and b, as fp32) by one program
+ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
+LOOP_BLOCK = 4096          # chunk of the looped kernel
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+EPSILONS = (1e-5, 1e-6, 1e-12)
+
+
+@triton.jit
+def layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols,
+                          x_stride, y_stride, eps,
+                          HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                          ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    row_ok = rows < n_rows
+    col_ok = cols < n_cols
+    mask = row_ok[:, None] & col_ok[None, :]
+    rows64 = rows.to(tl.int64)[:, None]
+    x = tl.load(x_ptr + rows64 * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=1) / n_cols
+    centred = tl.where(mask, x - mean[:, None], 0.0)
+    var = tl.sum(centred * centred, axis=1) / n_cols
+    rstd = tl.math.rsqrt(var + eps)
+    y = centred * rstd[:, None]
+    if HAS_W:
+        y = y * tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    if HAS_B:
+        y = y + tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    tl.store(y_ptr + rows64 * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(mean_ptr + rows, mean, mask=row_ok)
+    tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+
+
+@triton.jit
+def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
+                            x_stride, y_stride, eps,
+                            HAS_W: tl.constexpr, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * x_stride
+    y_row = y_ptr + row * y_stride
+    cols = tl.arange(0, BLOCK)
+    # pass 1: Welford per lane. Every lane sees the same count on full chunks, so the update
+    # multiplies by one scalar reciprocal instead of dividing per element.
+    mean = tl.zeros([BLOCK], tl.float32)
+    m2 = tl.zeros([BLOCK], tl.float32)
+    n_full = n_cols // BLOCK
+    for i in range(0, n_full):
+        x = tl.load(x_row + i * BLOCK + cols).to(tl.float32)
+        delta = x - mean
+        mean += delta * (1.0 / (i + 1))
+        m2 += delta * (x - mean)
+    count = tl.zeros([BLOCK], tl.float32) + n_full
+    tail = n_full * BLOCK
+    if tail < n_cols:
+        ok = tail + cols < n_cols
+        x = tl.load(x_row + tail + cols, mask=ok, other=0.0).to(tl.float32)
+        count += ok.to(tl.float32)
+        delta = tl.where(ok, x - mean, 0.0)
+        mean += delta / tl.maximum(count, 1.0)
+        m2 += delta * (x - mean)
+    # lanes -> row: the parallel-variance formula over groups (Chan, Golub & LeVeque),
+    # M2 = sum_j M2_j + sum_j n_j (mean_j - mean)^2, with plain sums
+    row_mean = tl.sum(count * mean, axis=0) / n_cols
+    spread = mean - row_mean
+    row_m2 = tl.sum(m2, axis=0) + tl.sum(count * spread * spread, axis=0)
+    rstd = tl.math.rsqrt(row_m2 / n_cols + eps)
+    tl.store(mean_ptr + row, row_mean)
+    tl.store(rstd_ptr + row, rstd)
+    # pass 2: normalise
+    for start in range(0, n_cols, BLOCK):
+        ok = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=ok, other=0.0).to(tl.float32)
+        y = (x - row_mean) * rstd
+        if HAS_W:
+            y = y * tl.load(w_ptr + start + cols, mask=ok, other=0.0).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(b_ptr + start + cols, mask=ok, other=0.0).to(tl.float32)
+        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
+    """Launch parameters for a row length on a device with the given warp size."""
+    if long_rows or n_cols > MAX_FUSED:
+        block = chunk or min(triton.next_power_of_2(n_cols), LOOP_BLOCK)
+        return {"kernel": layernorm_looped_kernel, "ROWS": 1, "BLOCK": block,
+                "num_warps": num_warps_for(block, warp)}
+    block = triton.next_power_of_2(n_cols)
+    rows = max(1, ELEMS_PER_PROGRAM // block)
+    return {"kernel": layernorm_rows_kernel, "ROWS": rows, "BLOCK": block,
+            "num_warps": num_warps_for(rows * block, warp)}
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+               eps: float = 1e-5, *, out: torch.Tensor | None = None, mean: torch.Tensor | None = None,
+               rstd: torch.Tensor | None = None, long_rows: bool = False, chunk: int | None = None):
+    """LayerNorm of each row of a 2-D tensor (fp32 statistics); returns (y, mean, rstd)."""
+    check_2d("x", x, tuple(DTYPES.values()))
+    n_rows, n_cols = x.shape
+    check_vector("weight", weight, n_cols, x.dtype)
+    check_vector("bias", bias, n_cols, x.dtype)
+    if not (eps >= 0.0 and eps < float("inf")):
+        raise ValueError(f"eps must be finite and >= 0, got {eps}")
+    out = torch.empty_like(x) if out is None else out
+    mean = torch.empty(n_rows, dtype=torch.float32, device=x.device) if mean is None else mean
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if rstd is None else rstd
+    check_out("out", out, x.shape, x.dtype)
+    check_out("mean", mean, (n_rows,), torch.float32)
+    check_out("rstd", rstd, (n_rows,), torch.float32)
+    if n_rows == 0 or n_cols == 0:
+        return out, mean, rstd
+    cfg = config(n_cols, warp_size(), long_rows, chunk)
+    # absent weight/bias: any pointer will do, the HAS_* constexprs keep it unread
+    w = weight if weight is not None else x
+    b = bias if bias is not None else x
+    flags = {"HAS_W": weight is not None, "HAS_B": bias is not None}
+    if cfg["kernel"] is layernorm_rows_kernel:
+        grid = (triton.cdiv(n_rows, cfg["ROWS"]),)
+        layernorm_rows_kernel[grid](x, w, b, out, mean, rstd, n_rows, n_cols, x.stride(0), out.stride(0),
+                                    eps, **flags, ROWS=cfg["ROWS"], BLOCK=cfg["BLOCK"],
+                                    num_warps=cfg["num_warps"])
+    else:
+        layernorm_looped_kernel[(n_rows,)](x, w, b, out, mean, rstd, n_cols, x.stride(0), out.stride(0),
+                                           eps, **flags, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
+    return out, mean, rstd
+
+
+# ---- the cases -------------------------------------------------------------------------------
+
+REGIMES = ("normal", "large", "tiny", "equal")   # inf/NaN make a whole row NaN: nothing to check
+
+
+def _inputs(long_rows: bool):
+    def inputs(dtype: str, max_elements: int):
+        # the looped kernel runs a program per row: a few rows check the row indexing
+        return S.rows_and_cols(64 if long_rows else 1024, max_elements,
+                               max_rows=4 if long_rows else 64).flatmap(lambda rc: st.fixed_dictionaries({
+            "dtype": st.just(dtype), "rows": st.just(rc[0]), "cols": st.just(rc[1]),
+            "regime": S.regimes(REGIMES), "layout": S.layouts(), "weight": st.booleans(),
+            "bias": st.booleans(), "eps": st.sampled_from(EPSILONS), "seed": S.seeds()}))
+    return inputs
+
+
+def _make(long_rows: bool):
+    def make(spec: dict, device: str) -> dict:
+        gen = S.generator(spec["seed"])
+        rows, cols, dtype = spec["rows"], spec["cols"], spec["dtype"]
+        x = S.values((rows, cols), dtype, spec["regime"], gen)
+        w = S.values((cols,), dtype, "normal", gen).to(device) if spec["weight"] else None
+        b = S.values((cols,), dtype, "normal", gen).to(device) if spec["bias"] else None
+        # long-row checks on small inputs use a chunk of a quarter row, so both loops run about
+        # four times and end on a partial chunk whenever the length is not a power of two
+        chunk = max(16, triton.next_power_of_2(cols) // 4) if long_rows and cols <= MAX_FUSED else None
+        return {"x": S.laid_out(x, spec["layout"], device), "weight": w, "bias": b,
+                "eps": spec["eps"], "long_rows": long_rows, "chunk": chunk}
+    return make
+
+
+def _outputs(args):
+    rows = args["x"].shape[0]
+    return {"y": (tuple(args["x"].shape), args["x"].dtype), "mean": ((rows,), torch.float32),
+            "rstd": ((rows,), torch.float32)}
+
+
+def _launch(args, outs):
+    layer_norm(args["x"], args["weight"], args["bias"], args["eps"], out=outs["y"], mean=outs["mean"],
+               rstd=outs["rstd"], long_rows=args["long_rows"], chunk=args["chunk"])
+
+
+def _oracle(args):
+    y, mean, rstd = layer_norm_ref(args["x"], args["weight"], args["bias"], args["eps"])
+    return {"y": y, "mean": mean, "rstd": rstd}
+
+
+RSQRT_ULP = 2    # tl.math.rsqrt: CUDA math API documents rsqrtf to 2 ULP (1.51 measured on H200)
+
+
+def _tolerance(args, refs, dtype):
+    """Condition-aware per-row bounds (u = u(fp32), n = row length, M = max_j |x_j|, s = rstd):
+
+    mean:  |dm| <= (n+2) u M                         (sum of n terms, the division by n)
+    t    = (n+2) u M s                               (the mean error, in units of the row's sigma)
+    rstd:  rel <= ((n+4) u + 2t + t^2)/2 + RSQRT_ULP u
+           var = sum((x-m)^2)/n: n+4 roundings; a mean error d adds d^2/sigma^2 in two passes
+           and about n u M/sigma in Welford's update, both bounded through t
+    y:     |dy_i| <= |w_i x^_i| (e_rstd + 4u) + |w_i| t (1 + e_rstd) + |b_i| u, plus u(out)|y_i|
+           x - m cancels: an error d in the mean moves every x^_i by d * s, hence the |w_i| t term.
+    """
+    x = args["x"]
+    n = x.shape[-1]
+    u32, uo = fmt("fp32").unit_roundoff, fmt(dtype).unit_roundoff
+    big = x.abs().amax(dim=-1)
+    s = refs["rstd"]
+    t = (n + 2) * u32 * big * s
+    e_rstd = ((n + 4) * u32 + 2 * t + t * t) / 2 + RSQRT_ULP * u32
+    w = args["weight"].abs() if args["weight"] is not None else torch.ones_like(x[0])
+    b = args["bias"].abs() if args["bias"] is not None else torch.zeros_like(x[0])
+    xhat = (x - refs["mean"][:, None]).abs() * s[:, None]
+    atol_y = (w * xhat * (e_rstd[:, None] + 4 * u32) + w * (t * (1 + e_rstd))[:, None] + b * u32
+              + fmt(dtype).tiny)
+    where = f"n = {n}, u = u(fp32), M = max|x| and s = rstd per row"
+    return {
+        "y": Tolerance(uo, atol_y, f"rtol = u({dtype}); atol_i = |w_i x^_i| (e + 4u) + |w_i| t (1 + e) "
+                                   f"+ |b_i| u + tiny({dtype}), t = (n+2) u M s, "
+                                   f"e = ((n+4) u + 2t + t^2)/2 + {RSQRT_ULP} u; {where}"),
+        "mean": Tolerance(u32, (n + 2) * u32 * big + fmt("fp32").tiny,
+                          f"rtol = u; atol = (n+2) u M + tiny(fp32); {where}"),
+        "rstd": Tolerance(e_rstd + u32, fmt("fp32").tiny,
+                          f"rtol = ((n+4) u + 2t + t^2)/2 + ({RSQRT_ULP}+1) u, t = (n+2) u M s; {where}"),
+    }
+
+
+def _cost(args):
+    x = args["x"]
+    params = sum(t.numel() * t.element_size() for t in (args["weight"], args["bias"]) if t is not None)
+    return Cost(bytes=2 * x.numel() * x.element_size() + params + 8 * x.shape[0], flops=8 * x.numel())
+
+
+def _baselines(args):
+    import torch.nn.functional as F
+
+    from .. import peers
+    x, w, b, eps = args["x"], args["weight"], args["bias"], args["eps"]
+    n = x.shape[-1]
+    found = {"torch": lambda: F.layer_norm(x, (n,), w, b, eps)}
+    # the peers always take weight and bias: give them the identity ones when the case has none
+    w1 = w if w is not None else torch.ones(n, dtype=x.dtype, device=x.device)
+    b1 = b if b is not None else torch.zeros(n, dtype=x.dtype, device=x.device)
+    liger = peers.load("liger_kernel.ops.layer_norm")       # LigerLayerNormFunction(X, W, B, eps)
+    if liger is not None:
+        found[peers.LIGER] = lambda: liger.LigerLayerNormFunction.apply(x, w1, b1, eps)
+    gems = peers.load("flag_gems.ops")                       # layer_norm(x, shape, w, b, eps) -> (y, mean, rstd)
+    if gems is not None and hasattr(gems, "layer_norm"):
+        found[peers.FLAGGEMS] = lambda: gems.layer_norm(x, [n], w1, b1, eps)
+    return found
+
+
+def _variants(long_rows: bool):
+    def variants(arch) -> list[Variant]:
+        out = []
+        for dtype in DTYPES:
+            t = "*" + fmt(dtype).triton_name
+            for n in ((131072,) if long_rows else (128, 1000, 4096, 16384)):
+                cfg = config(n, arch.warp_size, long_rows)
+                affine = [(True, True)] + ([(False, False)] if n in (4096, 131072) else [])
+                for has_w, has_b in affine:
+                    sig = {"x_ptr": t, "w_ptr": t, "b_ptr": t, "y_ptr": t, "mean_ptr": "*fp32",
+                           "rstd_ptr": "*fp32"}
+                    if cfg["kernel"] is layernorm_rows_kernel:
+                        sig["n_rows"] = "i32"
+                    sig.update({"n_cols": "i32", "x_stride": "i32", "y_stride": "i32", "eps": "fp32"})
+                    consts = {"HAS_W": has_w, "HAS_B": has_b, "BLOCK": cfg["BLOCK"]}
+                    if cfg["kernel"] is layernorm_rows_kernel:
+                        consts["ROWS"] = cfg["ROWS"]
+                    label = f"{dtype} n={n}" + ("" if has_w else " no affine")
+                    out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=label))
+        return out
+    return variants
+
+
+for _long in (False, True):
+    register(Case(
+        name="layernorm_long" if _long else "layernorm", family="layernorm", dtypes=tuple(DTYPES),
+        inputs=_inputs(_long), make=_make(_long), outputs=_outputs, launch=_launch,
+        oracle=_oracle, tolerance=_tolerance, cost=_cost,
+        bench=({"dtype": "bf16", "rows": 4096, "cols": 131072, "regime": "normal",
+                "layout": "contiguous", "weight": True, "bias": True, "eps": 1e-5, "seed": 0},) if _long else
+              ({"dtype": "bf16", "rows": 32768, "cols": 4096, "regime": "normal",
+                "layout": "contiguous", "weight": True, "bias": True, "eps": 1e-5, "seed": 0},),
+        variants=_variants(_long), baselines=_baselines, math=("rsqrt",),
+        description=("LayerNorm forward, Welford pass then normalise pass, for rows longer than one block"
+                     if _long else "LayerNorm forward, one read, several short rows per program")))

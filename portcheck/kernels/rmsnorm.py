@@ -1,0 +1,231 @@
+"""RMSNorm forward over the last dimension: y = x * rsqrt(mean(x^2) + eps) * w, and rstd (fp32).
+
+Rows that fit in registers take one read, several short rows to a program; longer rows loop
+over chunks twice (sum of squares, then normalise).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from hypothesis import strategies as st
+
+from .. import strategies as S
+from ..cases import Case, Cost, Variant, register
+from ..oracles.norms import rms_norm as rms_norm_ref
+from ..tolerance import Tolerance, fmt
+from ._launch import check_2d, check_out, check_vector, num_warps_for, warp_size
+
+MAX_FUSED = 16384          # longest row held in registers by one program
+ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
+LOOP_BLOCK = 4096          # chunk of the looped kernel
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+EPSILONS = (1e-5, 1e-6, 1e-12)
+REGIMES = ("normal", "large", "tiny", "equal")   # inf/NaN: not a checked input of a normalisation
+
+
+@triton.jit
+def rmsnorm_rows_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_stride, y_stride, eps,
+                        HAS_W: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    row_ok = rows < n_rows
+    col_ok = cols < n_cols
+    mask = row_ok[:, None] & col_ok[None, :]
+    rows64 = rows.to(tl.int64)[:, None]
+    x = tl.load(x_ptr + rows64 * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    y = x * rstd[:, None]
+    if HAS_W:
+        y = y * tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    tl.store(y_ptr + rows64 * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+
+
+@triton.jit
+def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_cols, x_stride, y_stride, eps,
+                          HAS_W: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * x_stride
+    y_row = y_ptr + row * y_stride
+    cols = tl.arange(0, BLOCK)
+    squares = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=0.0).to(tl.float32)
+        squares += x * x
+    rstd = tl.math.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)
+    tl.store(rstd_ptr + row, rstd)
+    for start in range(0, n_cols, BLOCK):
+        ok = start + cols < n_cols
+        y = tl.load(x_row + start + cols, mask=ok, other=0.0).to(tl.float32) * rstd
+        if HAS_W:
+            y = y * tl.load(w_ptr + start + cols, mask=ok, other=0.0).to(tl.float32)
+        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
+    """Launch parameters for a row length on a device with the given warp size."""
+    if long_rows or n_cols > MAX_FUSED:
+        block = chunk or min(triton.next_power_of_2(n_cols), LOOP_BLOCK)
+        return {"kernel": rmsnorm_looped_kernel, "ROWS": 1, "BLOCK": block,
+                "num_warps": num_warps_for(block, warp)}
+    block = triton.next_power_of_2(n_cols)
+    rows = max(1, ELEMS_PER_PROGRAM // block)
+    return {"kernel": rmsnorm_rows_kernel, "ROWS": rows, "BLOCK": block,
+            "num_warps": num_warps_for(rows * block, warp)}
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6, *,
+             out: torch.Tensor | None = None, rstd: torch.Tensor | None = None,
+             long_rows: bool = False, chunk: int | None = None):
+    """RMSNorm of each row of a 2-D tensor (fp32 accumulation); returns (y, rstd)."""
+    check_2d("x", x, tuple(DTYPES.values()))
+    n_rows, n_cols = x.shape
+    check_vector("weight", weight, n_cols, x.dtype)
+    if not (eps >= 0.0 and eps < float("inf")):
+        raise ValueError(f"eps must be finite and >= 0, got {eps}")
+    out = torch.empty_like(x) if out is None else out
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if rstd is None else rstd
+    check_out("out", out, x.shape, x.dtype)
+    check_out("rstd", rstd, (n_rows,), torch.float32)
+    if n_rows == 0 or n_cols == 0:
+        return out, rstd
+    cfg = config(n_cols, warp_size(), long_rows, chunk)
+    w = weight if weight is not None else x   # unread when HAS_W is False
+    if cfg["kernel"] is rmsnorm_rows_kernel:
+        grid = (triton.cdiv(n_rows, cfg["ROWS"]),)
+        rmsnorm_rows_kernel[grid](x, w, out, rstd, n_rows, n_cols, x.stride(0), out.stride(0), eps,
+                                  HAS_W=weight is not None, ROWS=cfg["ROWS"], BLOCK=cfg["BLOCK"],
+                                  num_warps=cfg["num_warps"])
+    else:
+        rmsnorm_looped_kernel[(n_rows,)](x, w, out, rstd, n_cols, x.stride(0), out.stride(0), eps,
+                                         HAS_W=weight is not None, BLOCK=cfg["BLOCK"],
+                                         num_warps=cfg["num_warps"])
+    return out, rstd
+
+
+# ---- the cases -------------------------------------------------------------------------------
+
+def _inputs(long_rows: bool):
+    def inputs(dtype: str, max_elements: int):
+        # the looped kernel runs a program per row: a few rows check the row indexing
+        return S.rows_and_cols(64 if long_rows else 1024, max_elements,
+                               max_rows=4 if long_rows else 64).flatmap(lambda rc: st.fixed_dictionaries({
+            "dtype": st.just(dtype), "rows": st.just(rc[0]), "cols": st.just(rc[1]),
+            "regime": S.regimes(REGIMES), "layout": S.layouts(), "weight": st.booleans(),
+            "eps": st.sampled_from(EPSILONS), "seed": S.seeds()}))
+    return inputs
+
+
+def _make(long_rows: bool):
+    def make(spec: dict, device: str) -> dict:
+        gen = S.generator(spec["seed"])
+        rows, cols, dtype = spec["rows"], spec["cols"], spec["dtype"]
+        x = S.values((rows, cols), dtype, spec["regime"], gen)
+        w = S.values((cols,), dtype, "normal", gen).to(device) if spec["weight"] else None
+        # small inputs take a quarter-row chunk, so the loops run about four times
+        chunk = max(16, triton.next_power_of_2(cols) // 4) if long_rows and cols <= MAX_FUSED else None
+        return {"x": S.laid_out(x, spec["layout"], device), "weight": w, "eps": spec["eps"],
+                "long_rows": long_rows, "chunk": chunk}
+    return make
+
+
+def _outputs(args):
+    return {"y": (tuple(args["x"].shape), args["x"].dtype), "rstd": ((args["x"].shape[0],), torch.float32)}
+
+
+def _launch(args, outs):
+    rms_norm(args["x"], args["weight"], args["eps"], out=outs["y"], rstd=outs["rstd"],
+             long_rows=args["long_rows"], chunk=args["chunk"])
+
+
+def _oracle(args):
+    y, rstd = rms_norm_ref(args["x"], args["weight"], args["eps"])
+    return {"y": y, "rstd": rstd}
+
+
+RSQRT_ULP = 2    # tl.math.rsqrt: CUDA math API documents rsqrtf to 2 ULP (1.51 measured on H200)
+
+
+def _tolerance(args, refs, dtype):
+    """Squares are positive, so nothing cancels: relative bounds throughout (u = u(fp32)).
+
+    mean(x^2) + eps: n+3 roundings (square, n-1 additions, /n, +eps) -> rstd: (n+3)/2 u + RSQRT_ULP u;
+    y = x * rstd * w adds two products, then the output rounding.
+    """
+    n = args["x"].shape[-1]
+    u32, uo = fmt("fp32").unit_roundoff, fmt(dtype).unit_roundoff
+    e_rstd = (n + 3) / 2 * u32 + RSQRT_ULP * u32
+    return {
+        "y": Tolerance(uo + e_rstd + 2 * u32, fmt(dtype).tiny,
+                       f"rtol = u({dtype}) + ((n+3)/2 + {RSQRT_ULP} + 2) u(fp32), n = {n}; "
+                       f"atol = tiny({dtype})"),
+        "rstd": Tolerance(e_rstd + u32, fmt("fp32").tiny,
+                          f"rtol = ((n+3)/2 + {RSQRT_ULP} + 1) u(fp32), n = {n}; atol = tiny(fp32)"),
+    }
+
+
+def _cost(args):
+    x, w = args["x"], args["weight"]
+    params = w.numel() * w.element_size() if w is not None else 0
+    return Cost(bytes=2 * x.numel() * x.element_size() + params + 4 * x.shape[0], flops=4 * x.numel())
+
+
+def _baselines(args):
+    import torch.nn.functional as F
+
+    from .. import peers
+    x, w, eps = args["x"], args["weight"], args["eps"]
+    n = x.shape[-1]
+
+    def eager():
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+        return (y * w.float() if w is not None else y).to(x.dtype)
+
+    found = {"torch": eager}
+    if hasattr(F, "rms_norm"):
+        found["torch_rms_norm"] = lambda: F.rms_norm(x, (n,), w, eps)
+    w1 = w if w is not None else torch.ones(n, dtype=x.dtype, device=x.device)
+    liger = peers.load("liger_kernel.ops.rms_norm")          # LigerRMSNormFunction(X, W, eps, ...)
+    if liger is not None:
+        found[peers.LIGER] = lambda: liger.LigerRMSNormFunction.apply(x, w1, eps)
+    gems = peers.load("flag_gems.ops")                       # rms_norm(x, shape, w, eps)
+    if gems is not None and hasattr(gems, "rms_norm"):
+        found[peers.FLAGGEMS] = lambda: gems.rms_norm(x, [n], w1, eps)
+    return found
+
+
+def _variants(long_rows: bool):
+    def variants(arch) -> list[Variant]:
+        out = []
+        for dtype in DTYPES:
+            t = "*" + fmt(dtype).triton_name
+            for n in ((131072,) if long_rows else (128, 1000, 4096, 16384)):
+                cfg = config(n, arch.warp_size, long_rows)
+                for has_w in (True, False) if n in (4096, 131072) else (True,):
+                    sig = {"x_ptr": t, "w_ptr": t, "y_ptr": t, "rstd_ptr": "*fp32"}
+                    if cfg["kernel"] is rmsnorm_rows_kernel:
+                        sig["n_rows"] = "i32"
+                    sig.update({"n_cols": "i32", "x_stride": "i32", "y_stride": "i32", "eps": "fp32"})
+                    consts = {"HAS_W": has_w, "BLOCK": cfg["BLOCK"]}
+                    if cfg["kernel"] is rmsnorm_rows_kernel:
+                        consts["ROWS"] = cfg["ROWS"]
+                    label = f"{dtype} n={n}" + ("" if has_w else " no weight")
+                    out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=label))
+        return out
+    return variants
+
+
+for _long in (False, True):
+    register(Case(
+        name="rmsnorm_long" if _long else "rmsnorm", family="rmsnorm", dtypes=tuple(DTYPES),
+        inputs=_inputs(_long), make=_make(_long), outputs=_outputs, launch=_launch,
+        oracle=_oracle, tolerance=_tolerance, cost=_cost,
+        bench=({"dtype": "bf16", "rows": 4096, "cols": 131072, "regime": "normal",
+                "layout": "contiguous", "weight": True, "eps": 1e-6, "seed": 0},) if _long else
+              ({"dtype": "bf16", "rows": 32768, "cols": 4096, "regime": "normal",
+                "layout": "contiguous", "weight": True, "eps": 1e-6, "seed": 0},),
+        variants=_variants(_long), baselines=_baselines, math=("rsqrt",),
+        description=("RMSNorm forward, sum-of-squares pass then normalise pass, for rows longer than one block"
+                     if _long else "RMSNorm forward, one read, several short rows per program")))
