@@ -1,0 +1,57 @@
+"""matmul's shared-memory estimate (what the autotuner prunes by and what picks each arch's compile
+variants) against what the compiler allocates, on a sample of cross-compiled variants; every
+variant of every arch with PORTCHECK_MATMUL_ALL_VARIANTS=1 (slow: hundreds of compiles)."""
+import os
+
+import pytest
+
+from portcheck import cases
+from portcheck.dtypes import fmt
+from portcheck.kernels import matmul as mm
+from portcheck.targets.archs import ARCHS
+from portcheck.targets.compile import CompileSettings, compile_tasks, variant_task
+
+# (arch, case, label prefix): a wgmma pipeline, mma.sync on Hopper (BLOCK_M = 16), the cp.async
+# pipeline, tcgen05, the 99 KB consumer part, CDNA's LDS at its 64 KB limit, RDNA
+SAMPLE = [("sm_90a", "matmul", "fp16 128x256x64 g8 w8 s3"), ("sm_90a", "matmul_fp8", "fp8e4nv 16x128x128"),
+          ("sm_80", "matmul", "fp32 128x128x32 g8 w4 s3"), ("sm_100a", "matmul_int8", "int8 128x128x64"),
+          ("sm_120", "matmul_fp8", "fp8e4nv 128x128x128 g8 w4"), ("gfx942", "matmul", "bf16 256x256x64"),
+          ("gfx1100", "matmul", "fp16 128x128x32")]
+
+
+def _variants():
+    by_name = {c.name: c for c in cases.all_cases() if c.family == "matmul"}
+    if os.environ.get("PORTCHECK_MATMUL_ALL_VARIANTS") == "1":
+        return [(a, c.name, v) for c in by_name.values() for a in ARCHS for v in c.variants(ARCHS[a])]
+    chosen = []
+    for arch, case, prefix in SAMPLE:
+        found = [v for v in by_name[case].variants(ARCHS[arch]) if v.label.startswith(prefix)]
+        assert found, f"no {case} variant {prefix!r} on {arch}: the sample is out of date"
+        chosen.append((arch, case, found[0]))
+    return chosen
+
+
+def _estimate(arch: str, v) -> int:
+    dtype = v.label.split()[0]
+    c = v.constexprs
+    cfg = mm.Config(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], v.num_warps, v.num_stages)
+    in_bytes = 1 if dtype in mm.FP8_DTYPES or dtype == "int8" else fmt(dtype).torch_dtype.itemsize
+    return mm.shared_bytes(cfg, in_bytes, arch)
+
+
+def test_shared_estimate_matches_the_compiler():
+    chosen = _variants()
+    tasks = [variant_task(v, arch, case, "matmul", v.label.split()[0]) for arch, case, v in chosen]
+    results = compile_tasks(tasks, CompileSettings(jobs=2, timeout=600))
+    problems = []
+    for (arch, case, v), r in zip(chosen, results):
+        if r.verdict != "pass":
+            problems.append(f"{case} {arch} {v.label}: {r.verdict}: {r.message}")
+            continue
+        shared, est = r.metrics["shared"], _estimate(arch, v)
+        # an upper bound, and a tight one: off by no more than the mbarrier allowance
+        if not (shared <= est <= shared + mm.MBARRIER_BYTES):
+            problems.append(f"{case} {arch} {v.label}: compiler allocates {shared} B, estimate {est} B")
+        if shared > ARCHS[arch].shared_per_block:
+            problems.append(f"{case} {arch} {v.label}: {shared} B over the {ARCHS[arch].shared_per_block} B limit")
+    assert not problems, "\n".join(problems)
