@@ -174,12 +174,12 @@ def _details(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def _failures(m: Matrix) -> list[str]:
+def _failures(m: Matrix, most: int = 40) -> list[str]:
     out = []
-    for e in sorted(m.entries, key=lambda e: -SEVERITY[e.record["verdict"]]):
+    bad = [e for e in sorted(m.entries, key=lambda e: -SEVERITY[e.record["verdict"]])
+           if e.record["verdict"] not in PASSED]
+    for e in bad[:most]:
         r = e.record
-        if r["verdict"] in PASSED:
-            continue
         variant = f" [{md_escape(r['variant'])}]" if r.get("variant") else ""
         out.append(f"- **{md_escape(r['case'])} {md_escape(r['dtype'])} on {md_escape(r['target'])}/"
                    f"{md_escape(r['arch'])}**{variant} ({r['kind']}, {VERDICT_MARK[r['verdict']]}, "
@@ -189,6 +189,8 @@ def _failures(m: Matrix) -> list[str]:
         if r.get("reproduce"):
             out.append(f"  - replay: {md_code(r['reproduce'])}")
         out.append(f"  - from {md_escape(e.where())}")
+    if len(bad) > most:
+        out.append(f"- ... and {len(bad) - most} more failure(s): see matrix.html")
     return out
 
 
@@ -300,6 +302,12 @@ def _superseded(m: Matrix) -> list[str]:
     return [f"- {md_escape(s.describe())}" for s in m.superseded]
 
 
+def _capped(lines: list[str], what: str, most: int = 120) -> list[str]:
+    if len(lines) <= most:
+        return lines
+    return lines[:most] + [f"- ... and {len(lines) - most} more {what}: see matrix.html"]
+
+
 def render(m: Matrix, title: str = "portcheck report", limit: int = COMMENT_LIMIT) -> str:
     """The whole Markdown report; detail blocks that would push it past `limit` are left out,
     with a note that points to matrix.html and matrix.json."""
@@ -312,18 +320,19 @@ def render(m: Matrix, title: str = "portcheck report", limit: int = COMMENT_LIMI
                  _table(m, speed_cell, [r for r in m.rows if any(m.cell(*r, a) and m.cell(*r, a).bench
                                                                  for a in m.archs)]), ""]
     if m.overrides:
-        head += [f"## Overrides in force ({len(m.overrides)})", "", *_overrides(m), ""]
-    blocks = []
-    for summary, body in ((f"Failures ({sum(1 for e in m.entries if e.record['verdict'] not in PASSED)})",
-                           _failures(m)),
-                          ("Compile resources", _compile_table(m)),
-                          ("Lint findings", _lints(m)),
-                          ("Benchmarks", _bench_table(m)),
-                          (f"Superseded results ({len(m.superseded)})", _superseded(m)),
-                          ("Tolerances", _tolerances(m)),
-                          ("Provenance", _provenance(m))):
-        if body:
-            blocks.append(_details(summary, body))
+        applied = sum(1 for o in m.overrides if o.get("applied"))
+        head += [f"{len(m.overrides)} override(s) in force, {applied} of them applied to these results: "
+                 "see below.", ""]
+    failing = sum(1 for e in m.entries if e.record["verdict"] not in PASSED)
+    blocks = [_details(summary, body) for summary, body in (
+        (f"Failures ({failing})", _failures(m)),
+        (f"Overrides in force ({len(m.overrides)})", _overrides(m)),
+        ("Compile resources", _compile_table(m)),
+        ("Lint findings", _capped(_lints(m), "finding(s)")),
+        ("Benchmarks", _bench_table(m)),
+        (f"Superseded results ({len(m.superseded)})", _capped(_superseded(m), "superseded result(s)")),
+        ("Tolerances", _tolerances(m)),
+        ("Provenance", _provenance(m))) if body]
     text = "\n".join(head)
     omitted = []
     for block in blocks:

@@ -12,7 +12,7 @@ import html
 import json
 import math
 
-from .merge import PASSED, Cell, Matrix, number, vendor_of
+from .merge import PASSED, Cell, Matrix, number, roofline, timing, vendor_of
 from .report import EVIDENCE_MARK, VERDICT_MARK, ratio_text
 
 EVIDENCE_TEXT = {"gpu": "ran on the GPU", "interpreter": "ran in Triton's CPU interpreter",
@@ -181,7 +181,14 @@ class _Page:
             if tol:
                 out.append(f"<p>Tolerance <code>{esc(name)}</code>: {esc(tol.get('formula'))}</p>")
         if r.get("bench"):
-            out.append(_kv("benchmark", {k: v for k, v in r["bench"].items() if not isinstance(v, (dict, list))}))
+            b = r["bench"]
+            frac, basis = roofline(b)
+            if frac is not None:
+                out.append(f"<p>Roofline: {100 * frac:.1f}% of the {esc(basis)}.</p>")
+            t = timing(b)
+            if t is not b:
+                out.append(_kv("timing (ms)", {k: v for k, v in t.items() if not isinstance(v, (dict, list))}))
+            out.append(_kv("benchmark", {k: v for k, v in b.items() if not isinstance(v, (dict, list))}))
             if isinstance(r["bench"].get("baselines"), dict) and r["bench"]["baselines"]:
                 out.append(f"<pre>{esc(json.dumps(r['bench']['baselines'], indent=1, sort_keys=True, default=str))}</pre>")
         if r.get("lints"):

@@ -237,3 +237,12 @@ def test_a_gate_against_a_matrix_json(tmp_path, capsys, monkeypatch):
     set_metric("spills", 3)(find(recs, "compile", "gfx90a"))
     code, out, _ = gate(capsys, tmp_path / "rep" / "matrix.json", recs, tmp_path)
     assert code == 1 and "| spills " in out
+
+
+def test_unwritable_outputs_are_usage_errors(baseline, tmp_path, capsys):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a directory")
+    code, _, err = gate(capsys, baseline, results(), tmp_path, "--summary", blocker / "sub" / "summary.md")
+    assert code == 2 and "cannot create output directory" in err
+    code, _, err = run_cli(capsys, "baseline", "update", "--name", "x", "--dir", blocker / "sub", tmp_path / "new")
+    assert code == 2 and "cannot create output directory" in err

@@ -207,7 +207,7 @@ def test_report_lists_every_override_with_its_reason(runs, tmp_path, capsys):
                         "--quiet")
     assert code == 0
     md = (tmp_path / "out" / "matrix.md").read_text()
-    assert "## Overrides in force (1)" in md and "MI300 &lt;fp16&gt; exp differs" in md and "2099-01-01" in md
+    assert "Overrides in force (1)" in md and "1 override(s) in force, 0 of them applied" in md and "MI300 &lt;fp16&gt; exp differs" in md and "2099-01-01" in md
     assert "MI300 &lt;fp16&gt; exp differs" in (tmp_path / "out" / "matrix.html").read_text()
     doc = json.loads((tmp_path / "out" / "matrix.json").read_text())
     assert doc["overrides"][0]["reason"] == "MI300 <fp16> exp differs"
