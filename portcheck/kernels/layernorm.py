@@ -3,7 +3,7 @@
 Rows that fit in registers are normalised in one read, several short rows to a program, with the
 variance from the centred values (two passes over registers). Longer rows loop over chunks:
 a per-lane Welford pass gives mean and M2, combined across lanes with the parallel-variance
-formula, then a second pass writes y; x is read twice, the fewest for a row that does not fit on chip.
+formula, then a second pass writes y: x is read twice, the fewest for a row not kept on chip.
 """
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ the Random123 library) maps a 128-bit counter and a 64-bit key through R rounds 
 with the key bumped by the Weyl constants (W0, W1) between rounds. Written from the paper, with
 numpy uint64 products; tests/test_philox.py checks it against Random123's known-answer vectors.
 
-How Triton draws from it (triton/language/random.py, unchanged from 3.0 through 3.9):
+How Triton draws from it (triton/language/random.py as of 3.9; tests/test_philox.py checks the
+running Triton's tl.rand against this bit for bit):
 - `tl.randint(seed, offset)`: counter = (lo32(offset), hi32(offset) if offset is 64-bit else 0,
   0, 0), key = (lo32(seed), hi32(seed)) after `seed.to(uint64)`; 10 rounds; returns word 0.
 - `tl.rand`: that word bitcast to int32, `x = ~x if x < 0`, then `float32(x) * float32(4.6566127342e-10)`,
