@@ -129,8 +129,9 @@ def _measured_section(recs: list[dict], ceilings: dict | None) -> list[str]:
     rows = []
     for r in recs:
         b = r.get("bench", {})
-        if r["verdict"] == "error":
-            rows.append([_esc(r["case"]), _esc(r.get("variant", "")), "ERROR", "", "", "", "", "", "",
+        if r["verdict"] in ("error", "skip") or "kernel" not in b:
+            rows.append([_esc(r["case"]), _esc(r.get("variant", "")),
+                         "ERROR" if r["verdict"] == "error" else "not timed", "", "", "", "", "", "",
                          "", _esc(r.get("message", ""))])
             continue
         k = b["kernel"]

@@ -239,6 +239,15 @@ class BenchRunner:
                 self._emit(m)
         return r
 
+    def not_timed(self, case: Case, spec: dict, why: str) -> Result:
+        """A record that a planned spec was not measured (a time limit), so the report says so."""
+        label = spec_label(spec)
+        r = Result("bench", case.name, case.family, spec["dtype"], self.target.name, self.arch_name,
+                   "skip", "gpu", message=why, variant=label)
+        r.bench = {"spec": spec, "label": label}
+        r.provenance = self._provenance(spec.get("seed"))
+        return self._emit(r)
+
     def _release(self) -> None:
         gc.collect()
         try:

@@ -168,3 +168,23 @@ def test_noisy_figures_are_flagged(fake_gpu, tmp_path, monkeypatch):
     r = runner.bench(case, case.bench[0])
     assert r.bench["noisy"] is True and "noisy" in r.message
     assert "NOISY" in bench_matrix(results.read(tmp_path / "r.jsonl"))
+
+
+def test_time_limit_records_the_specs_it_did_not_time(fake_gpu, tmp_path, capsys):
+    from portcheck.commands import bench as cmd
+    case = _case([])
+    path = tmp_path / "results.jsonl"
+    work = [(case, case.bench[0]), (case, dict(case.bench[0], rows=64))]
+    written = []
+    status = cmd._measure(work, "cuda", BenchSettings(repeats=5, compile=False), None, path,
+                          "portcheck bench", time_limit=1e-9, progress=lambda: written.append(1))
+    assert status == 1 and "2 spec(s) not timed" in capsys.readouterr().out
+    recs = results.read(path)
+    skipped = [r for r in recs if r["verdict"] == "skip" and r["evidence"] == "gpu"]
+    assert len(skipped) == 2 and all("--time-limit" in r["message"] for r in skipped)
+    assert "not timed" in bench_matrix(recs)
+    # without a limit every spec is timed and the report is rewritten after each one
+    path2 = tmp_path / "r2.jsonl"
+    assert cmd._measure(work, "cuda", BenchSettings(repeats=5, compile=False), None, path2,
+                        "portcheck bench", time_limit=None, progress=lambda: written.append(1)) == 0
+    assert len(written) == 2
