@@ -11,6 +11,8 @@ table) are reported beside them, never instead of them.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 import triton
 import triton.language as tl
@@ -96,28 +98,46 @@ def _matmul_callable(key: str, shape, arch):
     raise ValueError(f"no matmul ceiling for {key!r}")
 
 
+@contextmanager
+def fp32_matmul(tf32: bool):
+    """fp32 matmuls on tensor cores (tf32) or exact (ieee) for the duration; restored after.
+    torch 2.9+ spells it fp32_precision and refuses a mix of that and the older allow_tf32."""
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):
+        old = m.fp32_precision
+        m.fp32_precision = "tf32" if tf32 else "ieee"
+        try:
+            yield
+        finally:
+            m.fp32_precision = old
+    else:
+        old = m.allow_tf32
+        m.allow_tf32 = tf32
+        try:
+            yield
+        finally:
+            m.allow_tf32 = old
+
+
 def measure_matmul(keys=tuple(MATMUL_SHAPES), arch=None, repeats: int = MATMUL_REPEATS) -> dict:
     """Dense matmul TFLOP/s (TOP/s for int8) of the vendor library per rate key; a key the
     device or library cannot do records its error instead of a number."""
     out = {}
-    tf32 = torch.backends.cuda.matmul.allow_tf32
-    try:
-        for key in keys:
-            shape = MATMUL_SHAPES[key]
-            torch.backends.cuda.matmul.allow_tf32 = key == "tf32"
-            try:
+    for key in keys:
+        shape = MATMUL_SHAPES[key]
+        try:
+            with fp32_matmul(key == "tf32"):
                 fn, library = _matmul_callable(key, shape, arch)
                 t = time_callables([fn], repeats=repeats, method="do_bench")
-            except Exception as exc:  # unsupported dtype / library on this device
-                out[key] = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"}
-                continue
-            finally:
-                torch.cuda.empty_cache()
-            m, n, k = shape
-            out[key] = {"tflops": 2 * m * n * k / (t.stats.median_ms * 1e9), "shape": [m, n, k],
-                        "library": library, **t.to_dict()}
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
+        except Exception as exc:  # unsupported dtype / library on this device
+            text = str(exc).strip()
+            out[key] = {"error": f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"}
+            continue
+        finally:
+            torch.cuda.empty_cache()
+        m, n, k = shape
+        out[key] = {"tflops": 2 * m * n * k / (t.stats.median_ms * 1e9), "shape": [m, n, k],
+                    "library": library, **t.to_dict()}
     return out
 
 
