@@ -28,8 +28,8 @@ from pathlib import Path
 from tabulate import tabulate
 
 from .errors import UsageError
-from .merge import (BASELINE_SCHEMA, PASSED, Entry, finite, key_of, newest, number, shared_cap,
-                    timing, vendor_of)
+from .merge import (BASELINE_SCHEMA, PASSED, Entry, finite, in_matrix, key_of, newest, number,
+                    shared_cap, timing, vendor_of)
 from .report import md_escape
 
 CHECKS = ("fail", "new-failure", "missing", "error-growth", "spills", "shared-cap", "occupancy", "slowdown")
@@ -193,8 +193,9 @@ def _compare_pair(base: dict, cur: dict, th: Thresholds) -> list[Finding]:
 
 def compare(baseline: list[Entry], current: list[Entry], th: Thresholds = Thresholds(),
             baseline_name: str = "the baseline") -> Outcome:
-    base = {e.key: e.record for e in newest(baseline)[0]}
-    cur = {e.key: e.record for e in newest(current)[0]}
+    # roofline-model rows and device ceilings describe the machine, not the change: not gated
+    base = {e.key: e.record for e in newest(baseline)[0] if in_matrix(e.record)}
+    cur = {e.key: e.record for e in newest(current)[0] if in_matrix(e.record)}
     if not set(base) & set(cur):
         bc = sorted({k[1] for k in base})
         cc = sorted({k[1] for k in cur})
@@ -287,7 +288,7 @@ def baseline_text(entries: list[Entry], name: str, command: str) -> str:
     baseline update reads as a line-by-line diff in review."""
     if not _NAME.match(name):
         raise UsageError(f"baseline name {name!r}: use letters, digits, '.', '_' and '-' (up to 64)")
-    winners, _ = newest(entries)
+    winners = [e for e in newest(entries)[0] if in_matrix(e.record)]
     winners.sort(key=lambda e: key_of(e.record))
     head = finite({
         "schema": BASELINE_SCHEMA, "name": name,

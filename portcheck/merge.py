@@ -283,7 +283,9 @@ def in_matrix(record: dict) -> bool:
     (datasheet floors, never measured) and the device-ceilings record of a bench run."""
     if record["kind"] != "bench":
         return True
-    return record["evidence"] != "model" and "ceilings" not in (record.get("bench") or {})
+    b = record.get("bench") or {}
+    device_ceilings = "ceilings" in b and "kernel" not in b and "spec" not in b
+    return record["evidence"] != "model" and not device_ceilings
 
 
 def shared_cap(arch: str) -> int | None:

@@ -52,20 +52,31 @@ def compile_rec(case: str, dtype: str, arch: str, verdict: str = "pass", regs: i
 
 def bench_rec(case: str, dtype: str, target: str, arch: str, median_ms: float, iqr_ms: float = 0.001,
               fraction: float = 0.8, when: str = "2026-12-01T11:00:00+00:00", variant: str = "32768x4096") -> dict:
-    """A measured benchmark, shaped as portcheck.benchrun writes it."""
-    kernel = {"n": 100, "median_ms": median_ms, "q1_ms": median_ms - iqr_ms / 2, "q3_ms": median_ms + iqr_ms / 2,
-              "min_ms": median_ms - iqr_ms, "max_ms": median_ms + iqr_ms, "mean_ms": median_ms,
-              "resolution_ms": 0.0005, "iqr_ms": iqr_ms, "rel_spread": iqr_ms / median_ms,
-              "method": "do_bench", "sets": 1, "calls_per_sample": 1, "note": ""}
+    """A measured benchmark, shaped as portcheck.benchrun writes it (timings from portcheck.bench)."""
+    from portcheck.bench import Timing, summarize
+    samples = [median_ms - iqr_ms, median_ms - iqr_ms / 2, median_ms, median_ms + iqr_ms / 2, median_ms + iqr_ms]
+    kernel = Timing(summarize(samples), "do_bench").to_dict()
     r = Result("bench", case, case.split("_")[0], dtype, target, arch, "pass", "gpu", variant=variant,
                time_ms=median_ms,
                bench={"spec": {"dtype": dtype, "rows": 32768, "cols": 4096, "seed": 0}, "label": variant,
                       "bytes": 2 * 32768 * 4096 * 2, "flops": 5 * 32768 * 4096, "kernel": kernel,
-                      "gbs": 3000.0, "tflops": 0.1, "noisy": False, "fraction_of_ceiling": fraction,
-                      "fraction_of_datasheet": fraction * 0.9,
-                      "baselines": {"torch": {"median_ms": 2 * median_ms, "speedup": 2.0}}},
+                      "gbs": 3000.0, "tflops": 0.1, "noise_bound": 0.05, "noisy": False,
+                      "ceilings": {"copy_gbs": 4200.0, "matmul_tflops": {"bf16": 690.0}},
+                      "ceiling": {"ms": fraction * median_ms, "bound": "memory", "copy_gbs": 4200.0},
+                      "fraction_of_ceiling": fraction, "fraction_of_datasheet": fraction * 0.9,
+                      "baselines": {"torch": {"median_ms": 2 * median_ms, "speedup": 2.0}}, "goals": []},
                reproduce=f"portcheck bench --kernel {case}")
     r.provenance = provenance(target, arch, when)
+    return r.to_dict()
+
+
+def ceilings_rec(target: str, arch: str) -> dict:
+    """The device-ceilings record a bench run writes first (not a kernel timing)."""
+    r = Result("bench", "ceilings", "ceilings", "-", target, arch, "pass", "gpu", variant="device ceilings",
+               time_ms=0.5)
+    r.bench = {"ceilings": {"copy": {"gbs": 4200.0}, "matmul": {"bf16": {"tflops": 690.0}}},
+               "device": {"name": DEVICES.get(target, ("?",))[0]}, "clocks": {}}
+    r.provenance = provenance(target, arch, "2026-12-01T10:59:00+00:00", seed=None)
     return r.to_dict()
 
 
@@ -85,7 +96,7 @@ def two_vendors_and_compile() -> dict[str, list[dict]]:
     """An NVIDIA run, an AMD run and a compile-only run of two cases."""
     nv = [runtime("softmax", d, "cuda", "sm_90a", ratio=0.3) for d in ("fp32", "fp16")]
     nv.append(bench_rec("softmax", "fp16", "cuda", "sm_90a", 0.12, fraction=0.91))
-    nv += [model_rec("softmax", "fp16", a) for a in ("sm_90a", "gfx942")]
+    nv += [model_rec("softmax", "fp16", a) for a in ("sm_90a", "gfx942")] + [ceilings_rec("cuda", "sm_90a")]
     amd = [runtime("softmax", "fp32", "rocm", "gfx942", ratio=0.5),
            runtime("softmax", "fp16", "rocm", "gfx942", "fail", ratio=3.5, message="y: 3 of 4096 elements out of tolerance",
                    failing={"dtype": "fp16", "rows": 3, "cols": 1021, "regime": "large", "seed": 77})]

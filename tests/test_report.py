@@ -149,7 +149,7 @@ def test_equal_timestamps_go_to_the_later_input(tmp_path):
 def test_directories_and_reports_are_inputs(runs, tmp_path, capsys):
     report(capsys, tmp_path, "--out", tmp_path / "out", "--quiet")    # every results.jsonl below
     doc = json.loads((tmp_path / "out" / "matrix.json").read_text())
-    assert len(doc["records"]) == 47          # model rows are kept in the records, not in the cells
+    assert len(doc["records"]) == 48      # model rows and device ceilings are kept in the records, not the cells
     code, _, _ = report(capsys, tmp_path / "out" / "matrix.json", "--out", tmp_path / "again", "--quiet")
     assert code == 0
     again = json.loads((tmp_path / "again" / "matrix.json").read_text())

@@ -36,7 +36,7 @@ def main(args) -> int:
     path = out / f"{args.name}.json"
     existed = path.exists()
     write_all({path: text})
-    winners, superseded = merge.newest(entries)
+    winners = [e for e in merge.newest(entries)[0] if merge.in_matrix(e.record)]
     failing = sum(1 for e in winners if e.record["verdict"] not in merge.PASSED)
     print(f"{'replaced' if existed else 'wrote'} {path}: {len(winners)} result(s) of "
           f"{len({e.record['case'] for e in winners})} case(s)"
