@@ -10,6 +10,7 @@ The inputs are the first DIGEST_EXAMPLES distinct specs of a derandomized hypoth
 budget of DIGEST_MAX_ELEMENTS elements per tensor: the same on every machine with the same
 hypothesis and portcheck. A machine with another hypothesis version draws other specs; set
 PORTCHECK_DIGEST_SPECS to a results.jsonl from the other machine and its specs are reused.
+PORTCHECK_DIGESTS sets how many specs are digested (0: none).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import torch
 from hypothesis import HealthCheck, Phase
 
 from .cases import Case
+from .errors import UsageError
 
 DIGEST_EXAMPLES = 4           # specs digested per case x dtype on a GPU
 INTERPRETER_DIGESTS = 2       # and in the interpreter, where every launch is slow
@@ -31,6 +33,24 @@ DRAWS = 24                    # examples drawn (cheap: no kernel runs) to find t
 DIGEST_MAX_ELEMENTS = 256     # small inputs, so that outputs are small enough to keep whole
 KEEP_BYTES = 2048             # outputs up to this many bytes keep their bytes in the record
 SPECS_ENV = "PORTCHECK_DIGEST_SPECS"
+
+
+COUNT_ENV = "PORTCHECK_DIGESTS"   # specs per case x dtype; 0 turns digests off
+
+
+def default_count(on_gpu: bool) -> int:
+    """How many specs a session digests: PORTCHECK_DIGESTS if set, else 4 on a GPU, 2 in the
+    interpreter (each interpreted launch costs about as much as one checked example)."""
+    text = os.environ.get(COUNT_ENV)
+    if text:
+        try:
+            n = int(text)
+        except ValueError:
+            raise UsageError(f"{COUNT_ENV}={text!r}: expected a whole number of specs (0 turns digests off)") from None
+        if n < 0:
+            raise UsageError(f"{COUNT_ENV}={text!r}: expected 0 or more")
+        return n
+    return DIGEST_EXAMPLES if on_gpu else INTERPRETER_DIGESTS
 
 
 def canonical(spec: dict) -> str:

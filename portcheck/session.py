@@ -9,8 +9,8 @@ import hypothesis
 
 from . import results
 from .cases import Case
-from .digests import DIGEST_EXAMPLES, INTERPRETER_DIGESTS
 from .digests import collect as collect_digests
+from .digests import default_count as default_digests
 from .overrides import Override, find
 from .provenance import collect
 from .runner import check, time_case
@@ -40,8 +40,7 @@ class Session:
         self.time = time and self.target.is_gpu
         self.command = command
         # fixed small inputs whose outputs are recorded for `portcheck diff` (None: the default)
-        self.digests = digests if digests is not None else (
-            DIGEST_EXAMPLES if self.target.is_gpu else INTERPRETER_DIGESTS)
+        self.digests = digests if digests is not None else default_digests(self.target.is_gpu)
 
     def provenance(self) -> dict:
         p = collect(self.target, self.arch, seed=self.seed, command=self.command)

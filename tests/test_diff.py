@@ -130,3 +130,14 @@ def test_specs_can_be_taken_from_another_run(run_a, monkeypatch):
     recorded = [json.loads(line) for line in run_a.read_text().splitlines()]
     want = [e["spec"] for r in recorded if r["case"] == "softmax" for e in r["digests"]["entries"]]
     assert specs == want and str(run_a) in how
+
+
+def test_digest_count_is_configurable(monkeypatch):
+    from portcheck.errors import UsageError
+    assert digests.default_count(True) == digests.DIGEST_EXAMPLES
+    assert digests.default_count(False) == digests.INTERPRETER_DIGESTS
+    monkeypatch.setenv(digests.COUNT_ENV, "0")
+    assert digests.default_count(True) == 0
+    monkeypatch.setenv(digests.COUNT_ENV, "many")
+    with pytest.raises(UsageError, match="PORTCHECK_DIGESTS"):
+        digests.default_count(True)

@@ -326,3 +326,24 @@ def test_markdown_of_one_run_still_works():
     text = markdown(recs, "pytest --target=rocm")
     assert text.startswith("# pytest --target=rocm") and "FAIL 3.5 G" in text
     assert "replay:" in text and "failing input:" in text
+
+
+def test_progress_redraws_one_line_on_a_terminal():
+    import io
+
+    from portcheck.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    out = Tty()
+    with Progress("merging", 3, stream=out) as bar:
+        for _ in range(3):
+            bar.advance(note="x")
+            bar._last_draw = 0.0          # no rate limit in the test
+    text = out.getvalue()
+    assert text.count("\r") == 3 and text.endswith("\n") and "[" + "#" * Progress.WIDTH + "] 3/3" in text
+    quiet = Tty()
+    with Progress("merging", 3, stream=quiet, quiet=True) as bar:
+        bar.advance(3)
+    assert quiet.getvalue() == ""
