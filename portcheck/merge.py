@@ -179,7 +179,10 @@ def read_document(path: Path, text: str | None = None) -> list[Entry]:
     for i, item in enumerate(records):
         if not isinstance(item, dict) or not isinstance(item.get("record"), dict):
             raise UsageError(f"{path}: records[{i}] is not {{'source', 'line', 'record'}}")
-        record = _unfinite(item["record"])
+        record = dict(item["record"])
+        for numeric in ("metrics", "tolerance", "bench", "digests"):   # where `finite` wrote strings
+            if numeric in record:
+                record[numeric] = _unfinite(record[numeric])
         entries.append(Entry(_checked(record, f"{path}: records[{i}]"), str(item.get("source") or path),
                              int(item.get("line") or 0)))
     if not entries:

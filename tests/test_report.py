@@ -347,3 +347,16 @@ def test_progress_redraws_one_line_on_a_terminal():
     with Progress("merging", 3, stream=quiet, quiet=True) as bar:
         bar.advance(3)
     assert quiet.getvalue() == ""
+
+
+def test_non_finite_errors_survive_a_round_trip(tmp_path, capsys, monkeypatch):
+    """A NaN output's error is inf: matrix.json stays strict JSON, and reads back as inf."""
+    monkeypatch.chdir(tmp_path)
+    r = runtime("softmax", "fp16", "cuda", "sm_90a", "fail", float("inf"), message="nan")
+    write(tmp_path / "r.jsonl", [r])
+    assert report(capsys, tmp_path / "r.jsonl", "--out", tmp_path / "out", "--quiet")[0] == 0
+    text = (tmp_path / "out" / "matrix.json").read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    (entry,) = merge.load([tmp_path / "out" / "matrix.json"])
+    assert entry.record["metrics"]["worst_ratio"] == float("inf") and entry.record["message"] == "nan"
+    assert "FAIL inf" in (tmp_path / "out" / "matrix.md").read_text()
