@@ -15,6 +15,8 @@ A regression is any of:
                 measured in the two runs (the larger interquartile range, at least the timer's
                 resolution), so a noisy figure cannot fail a change on its own
 The reverse changes are improvements. Baselines are written only by `portcheck baseline update`.
+Worst errors compare best between runs of the same inputs (the derandomized ci profile, or one
+--seed); the summary says when the inputs differed.
 """
 from __future__ import annotations
 
@@ -83,6 +85,7 @@ class Outcome:
     compared: int = 0
     new: list[dict] = field(default_factory=list)
     uncovered: dict = field(default_factory=dict)   # scope -> baseline results not compared
+    input_notes: set = field(default_factory=set)   # runtime pairs that drew different inputs
 
     @property
     def regressions(self) -> list[Finding]:
@@ -211,6 +214,8 @@ def compare(baseline: list[Entry], current: list[Entry], th: Thresholds = Thresh
         if c is not None:
             outcome.compared += 1
             outcome.findings += _compare_pair(b, c, th)
+            if b["kind"] == "runtime" and _inputs(b) != _inputs(c):
+                outcome.input_notes.add((_inputs(b), _inputs(c)))
         elif _scope(b) in scopes:
             outcome.findings.append(Finding("missing", True, b, _verdict(b), "no result"))
         else:
@@ -224,6 +229,12 @@ def compare(baseline: list[Entry], current: list[Entry], th: Thresholds = Thresh
     outcome.findings.sort(key=lambda f: (f.vendor, order[f.check], f.record["arch"], f.record["case"],
                                          f.record["dtype"], f.record.get("variant", "")))
     return outcome
+
+
+def _inputs(record: dict) -> tuple:
+    """What decides a runtime record's inputs: the hypothesis profile and the session seed."""
+    p = record.get("provenance") or {}
+    return (str(p.get("profile", "?")), str(p.get("seed", "?")))
 
 
 def _few(names: list[str], n: int = 6) -> str:
@@ -255,6 +266,11 @@ def summary(o: Outcome, th: Thresholds, baseline_label: str, inputs: list[str]) 
         lines += [f"### Regressions ({len(regs)})", "", *_table(regs), ""]
     if imps:
         lines += [f"### Improvements ({len(imps)})", "", *_table(imps), ""]
+    if o.input_notes:
+        pairs = "; ".join(f"baseline profile {a[0]} seed {a[1]}, now profile {b[0]} seed {b[1]}"
+                          for a, b in sorted(o.input_notes)[:3])
+        lines += [f"Note: runtime results were checked on other inputs than the baseline's ({md_escape(pairs)}); "
+                  "errors compare best between runs of one derandomized profile (ci) or one --seed.", ""]
     if o.uncovered:
         lines += ["### Not compared", "", "The baseline has results in scopes these results do not cover "
                   "(run them to gate them):", ""]

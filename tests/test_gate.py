@@ -246,3 +246,12 @@ def test_unwritable_outputs_are_usage_errors(baseline, tmp_path, capsys):
     assert code == 2 and "cannot create output directory" in err
     code, _, err = run_cli(capsys, "baseline", "update", "--name", "x", "--dir", blocker / "sub", tmp_path / "new")
     assert code == 2 and "cannot create output directory" in err
+
+
+def test_runs_on_other_inputs_are_noted(baseline, tmp_path, capsys):
+    recs = results()
+    for r in recs:
+        if r["kind"] == "runtime":
+            r["provenance"]["seed"] = 99
+    code, out, _ = gate(capsys, baseline, recs, tmp_path)
+    assert code == 0 and "checked on other inputs than the baseline's" in out and "seed 99" in out
