@@ -106,6 +106,13 @@ def compile_matrix(records: list[dict], detail_limit: int = 200) -> str:
         if len(found) > detail_limit:
             out.append(f"- ... and {len(found) - detail_limit} more (results.jsonl has them all)")
         out.append("")
+    skipped = Counter((r["arch"], (r.get("provenance") or {}).get("triton", "?"), r.get("message", ""))
+                      for r in recs if r["verdict"] == "skip")
+    if skipped:
+        out += ["### Not compiled", ""]
+        out += [f"- {_md(arch)}{_md(' triton ' + rel) if by_release else ''}: {_md(msg)} ({n} variants)"
+                for (arch, rel, msg), n in sorted(skipped.items())][:detail_limit]
+        out.append("")
     info = Counter(f["rule"] for r in recs for f in r.get("lints") or () if f["severity"] == "info")
     if info:
         out += ["Info: " + ", ".join(f"{rule} x{n}" for rule, n in info.most_common()), ""]

@@ -1,6 +1,6 @@
 """portcheck's pytest plugin (registered through the pytest11 entry point).
 
-    pytest --target=cuda|rocm|interpreter|auto [--arch=sm_90a,...] [--require-device]
+    pytest --target=cuda|rocm|interpreter|auto|compile [--arch=sm_90a,...] [--require-device]
            [--portcheck-report=DIR] [--matrix=FILE] [--portcheck-profile=ci|dev|thorough]
            [--bench]
 
@@ -10,6 +10,12 @@ tests/test_bench_kernels.py) and writes bench.md next to the results.
 
 Any test that takes the `portcheck_case` argument is run once per registered case x dtype;
 `from portcheck.testing import test_portcheck_case` in a test module is all a repository needs.
+
+Any test that takes `portcheck_compile` is run once per case x compile variant x arch when this
+run cross-compiles: with --target=compile (all archs, or --arch), with --target=cuda or rocm on a
+machine without that vendor's GPU (that vendor's archs: the run says plainly that nothing ran on
+its hardware), and with --target=auto on a machine with no GPU at all. The whole compile matrix
+is built once per session in worker processes; `test_portcheck_compile` reads its records.
 """
 from __future__ import annotations
 
@@ -26,14 +32,14 @@ from .matrix import PROFILES, Matrix
 from .targets.archs import ARCHS
 from .targets.runtime import INTERPRETER_ARCH, RUNTIME_TARGETS, resolve, select_mode
 
-TARGET_CHOICES = (*RUNTIME_TARGETS, "auto")
+TARGET_CHOICES = (*RUNTIME_TARGETS, "auto", "compile")
 
 
 def pytest_addoption(parser):
     g = parser.getgroup("portcheck", "portcheck: Triton kernels against float64 oracles")
     g.addoption("--target", default="auto", choices=TARGET_CHOICES,
                 help="where kernels run: cuda, rocm, interpreter, or auto (the GPU if present, "
-                     "else the interpreter)")
+                     "else the interpreter); compile: cross-compile for every arch, run nothing")
     g.addoption("--arch", default=None, help="comma list of archs to keep (e.g. sm_90a,gfx942)")
     g.addoption("--require-device", action="store_true",
                 help="an absent device is an error, not a skip")
@@ -56,7 +62,7 @@ class _State:
         from .overrides import load as load_overrides
         opt = config.getoption
         self.requested = opt("--target")
-        self.target = resolve(self.requested)
+        self.target = "compile" if self.requested == "compile" else resolve(self.requested)
         root = Path(str(config.rootpath))
         path = opt("--matrix") or (root / "matrices/default.toml")
         self.matrix = matrix_mod.load(path) if Path(path).exists() or opt("--matrix") else Matrix(Path("-"))
@@ -77,6 +83,9 @@ class _State:
         self.report_dir = Path(report) if report else None
         self.is_controller = workerinput is None
         self.session = None
+        self.compile_tasks: dict = {}        # task key -> Task, filled at collection
+        self._compile_plans: dict = {}
+        self._compile_archs = None
 
     def get_session(self):
         if self.session is None:
@@ -103,6 +112,10 @@ def pytest_configure(config):
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     from .targets.runtime import TARGETS
+    if state.target == "compile" and (config.getoption("--require-device")
+                                      or getattr(config.option, "bench", False)):
+        raise pytest.UsageError("--target=compile cross-compiles and runs nothing: it takes neither "
+                                "--require-device nor --bench")
     if config.getoption("--require-device"):
         avail = TARGETS[state.target].availability()
         if not avail.ok or not TARGETS[state.target].is_gpu:
@@ -111,7 +124,8 @@ def pytest_configure(config):
                                     f"{state.target}, which has no device here: {why}")
     select_mode(state.target)
     try:
-        _configure_gpus(config, state)
+        if state.target != "compile":
+            _configure_gpus(config, state)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     if state.report_dir and state.is_controller:
@@ -161,6 +175,8 @@ def pytest_configure_node(node):  # xdist: every worker uses the controller's se
 
 
 def pytest_generate_tests(metafunc):
+    if "portcheck_compile" in metafunc.fixturenames:
+        _parametrize_compile(metafunc)
     if "portcheck_bench_spec" in metafunc.fixturenames:
         _parametrize_bench(metafunc)
     if "portcheck_case" not in metafunc.fixturenames:
@@ -210,6 +226,8 @@ def portcheck_bench(request):
 def portcheck_session(request):
     """The Session for this run's target; skips (or errors, with --require-device) without one."""
     state = request.config._portcheck
+    if state.target == "compile":
+        pytest.skip("--target=compile cross-compiles only; runtime checks need cuda, rocm or interpreter")
     session = state.get_session()
     if not session.availability.ok:
         pytest.skip(f"target {state.target} not available: {session.availability.reason}")
@@ -227,7 +245,136 @@ def pytest_sessionfinish(session, exitstatus):
         from .report import atomic_write, markdown
         from .results import read
         atomic_write(state.report_dir / "matrix.md", markdown(read(path), f"pytest --target={state.target}"))
+        compiled = [r for r in read(path) if r.get("kind") == "compile"]
+        if compiled:
+            from .compile_report import compile_matrix
+            atomic_write(state.report_dir / "compile.md",
+                         f"# pytest --target={state.target}: compile matrix\n\n" + compile_matrix(compiled))
         records = read(path)
         if any(r.get("kind") == "bench" for r in records):
             from .bench_report import bench_matrix
             atomic_write(state.report_dir / "bench.md", f"# pytest --bench\n\n{bench_matrix(records)}")
+
+
+# ---- cross-compilation checks ------------------------------------------------------------------
+
+def compile_archs(state) -> tuple[list[str], str]:
+    """The archs this run cross-compiles for, and a plain sentence saying why (none: [], "")."""
+    from .targets.archs import DEFAULT_ARCHS
+    from .targets.runtime import TARGETS
+    if state._compile_archs is not None:
+        return state._compile_archs
+    base = list(state.matrix.compile.archs if getattr(state.matrix, "compile", None) else DEFAULT_ARCHS)
+    keep = [a for a in base if state.archs is None or a in state.archs]
+    found: tuple[list[str], str] = ([], "")
+    if state.target == "compile":
+        found = (keep, "--target=compile: every arch checked by cross-compilation; nothing ran on a GPU")
+    elif state.requested in ("cuda", "rocm") and not TARGETS[state.target].availability().ok:
+        vendor, name = ("nvidia", "NVIDIA") if state.target == "cuda" else ("amd", "AMD")
+        mine = [a for a in keep if ARCHS[a].vendor == vendor]
+        found = (mine, f"--target={state.target}: no {name} GPU here "
+                       f"({TARGETS[state.target].availability().reason}), so NOTHING RAN ON {name} "
+                       f"HARDWARE; the {name} archs {', '.join(mine)} were checked by cross-compilation only")
+    elif state.requested == "auto" and state.target == "interpreter":
+        found = (keep, "--target=auto found no GPU: kernels ran in the CPU interpreter and every arch "
+                       "was checked by cross-compilation only; nothing ran on GPU hardware")
+    state._compile_archs = found
+    return found
+
+
+def _compile_plan(state, patterns):
+    """The session's compile tasks (case x variant x arch), built once per case selection."""
+    key = tuple(patterns or ())
+    if key not in state._compile_plans:
+        from dataclasses import replace
+        from . import cases
+        from .capture import for_cases
+        from .targets.compile import CompileSettings, plan
+        settings = getattr(state.matrix, "compile", None) or CompileSettings()
+        archs = compile_archs(state)[0]
+        chosen = cases.select(list(patterns) if patterns else (state.matrix.kernels or None))
+        need = [c for c in chosen if c.variants is None]
+        tasks = plan(chosen, archs, for_cases(need) if need else {}, settings.max_variants)
+        state._compile_plans[key] = tasks
+        state.compile_tasks.update({t.key: t for t in tasks})
+        state.compile_settings = replace(settings, archs=tuple(archs))
+    return state._compile_plans[key]
+
+
+def _compile_id(task) -> str:
+    label = "".join(ch if ch.isalnum() or ch in "._=>+" else "_" for ch in task.label)
+    return f"{task.case}-{task.arch}-{label}"
+
+
+def _parametrize_compile(metafunc) -> None:
+    state = metafunc.config._portcheck
+    if not compile_archs(state)[0]:
+        metafunc.parametrize("portcheck_compile", [pytest.param(None, id="not-cross-compiling", marks=pytest.mark.skip(
+            reason="cross-compiling runs with --target=compile, with --target=cuda|rocm when that GPU "
+                   "is absent, or with --target=auto on a machine with no GPU"))])
+        return
+    tasks = _compile_plan(state, getattr(metafunc.module, "PORTCHECK_CASES", None))
+    # one xdist group: the worker that gets it compiles the whole matrix in one pool
+    marks = [pytest.mark.portcheck, pytest.mark.xdist_group("portcheck-compile")]
+    from . import cases
+    params = [pytest.param(t.key, id=_compile_id(t), marks=marks) for t in tasks]
+    # a kernel module that does not import is one failing test, not a broken collection
+    params += [pytest.param(("<load>", module, ""), id=f"load-{module}") for module in cases.LOAD_ERRORS]
+    metafunc.parametrize("portcheck_compile", params)
+
+
+@pytest.fixture(scope="session")
+def portcheck_compile_records(request, tmp_path_factory):
+    """task key -> Result for the compile items this session runs. The tasks are compiled once,
+    in worker processes, in a background thread; under pytest-xdist the workers share the task
+    list (each task claimed by one of them) and read each other's records."""
+    from .targets.compile import compile_tasks
+    from .targets.compile_pool import SharedRecords
+    config = request.config
+    state = config._portcheck
+    keys = []
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        key = callspec.params.get("portcheck_compile") if callspec else None
+        if key is not None and key in state.compile_tasks and key not in keys:
+            keys.append(key)
+    tasks = [state.compile_tasks[k] for k in keys]
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput:     # the controller's basetemp: one directory per run, shared by its workers
+        share = tmp_path_factory.getbasetemp().parent / "portcheck-compile"
+        share.mkdir(exist_ok=True)
+        workers = int(workerinput.get("workercount", 1))
+    else:
+        share, workers = tmp_path_factory.mktemp("portcheck-compile"), 1
+    from dataclasses import replace
+    settings = replace(state.compile_settings, jobs=max(1, state.compile_settings.jobs // workers))
+    results_path = state.report_dir / "results.jsonl" if state.report_dir else None
+    command = shlex.join(["pytest", *sys.argv[1:]])
+
+    def run(claim, publish):
+        def keep(r):
+            publish(r)
+            if results_path is not None:
+                from .results import append
+                append(results_path, r.to_dict())
+        compile_tasks(tasks, settings, on_result=keep, command=command, overrides=state.overrides,
+                      claim=claim)
+    return SharedRecords(str(share), tasks, run)
+
+
+def pytest_report_header(config):
+    state = getattr(config, "_portcheck", None)
+    archs, why = compile_archs(state) if state is not None else ([], "")
+    return f"portcheck: {why}" if archs else None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    state = getattr(config, "_portcheck", None)
+    if state is None or not state.is_controller:
+        return
+    archs, why = compile_archs(state)
+    if archs:      # (under xdist the controller collects nothing, so no test of compile_tasks)
+        terminalreporter.write_sep("-", "portcheck compile")
+        terminalreporter.write_line(why)
+        if state.report_dir:
+            terminalreporter.write_line(f"compile matrix: {state.report_dir / 'compile.md'}")

@@ -671,27 +671,42 @@ def to_result(task: Task, raw: dict, lints: LintConfig = DEFAULT_LINTS, command:
 
 
 def compile_tasks(tasks: list[Task], settings: CompileSettings | None = None, on_result=None,
-                  command: str = "", overrides=None) -> list:
+                  command: str = "", overrides=None, claim=lambda i: True) -> list:
     """Compile every task in worker processes; Results in task order (a timeout or a crash fails
-    only its own record). `on_result(result)` is called in task order as results complete."""
+    only its own record). `on_result(result)` is called in task order as results complete.
+    `claim(i)` is asked just before task i is sent to a worker: False leaves it to another
+    process sharing the task list (its result here stays None)."""
     from .compile_pool import Pool
     settings = settings or CompileSettings()
     results: list = [None] * len(tasks)
     next_out = 0
 
-    def done(i: int, raw: dict):
+    finished = [False] * len(tasks)
+
+    def advance(i: int):
         nonlocal next_out
-        results[i] = apply_overrides(to_result(tasks[i], raw, settings.lints, command), overrides)
-        while next_out < len(tasks) and results[next_out] is not None:
-            if on_result:
+        finished[i] = True
+        while next_out < len(tasks) and finished[next_out]:
+            if on_result and results[next_out] is not None:
                 on_result(results[next_out])
             next_out += 1
 
+    def done(i: int, raw: dict):
+        results[i] = apply_overrides(to_result(tasks[i], raw, settings.lints, command), overrides)
+        advance(i)
+
+    def claimed(indices):
+        for i in indices:
+            if claim(i):
+                yield i, tasks[i].payload, tasks[i].arch
+            else:           # another process took it: keep the order moving here
+                advance(i)
+
     real = [i for i, t in enumerate(tasks) if not {"skip", "error"} & set(t.payload)]
-    for i in sorted(set(range(len(tasks))) - set(real)):   # nothing to compile: decided here
-        done(i, compile_payload(tasks[i].payload, tasks[i].arch))
+    for i, payload, arch in claimed(sorted(set(range(len(tasks))) - set(real))):
+        done(i, compile_payload(payload, arch))        # nothing to compile: decided here
     with Pool(settings.jobs, settings.timeout) as pool:
-        pool.run([(tasks[i].payload, tasks[i].arch) for i in real], lambda j, raw: done(real[j], raw))
+        pool.run(claimed(real), done)
     return results
 
 

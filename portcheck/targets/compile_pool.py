@@ -113,8 +113,8 @@ class _Worker:
 
 
 class Pool:
-    """`with Pool(jobs, timeout) as p: p.run([(payload, arch), ...], done)`; done(i, raw) is
-    called once per job, in completion order, with the worker's raw facts or a timeout/crash."""
+    """`with Pool(jobs, timeout) as p: p.run([(key, payload, arch), ...], done)`; done(key, raw)
+    is called once per job, in completion order, with the worker's raw facts or a timeout/crash."""
 
     def __init__(self, jobs: int, timeout: float):
         if jobs < 1:
@@ -133,9 +133,25 @@ class Pool:
             w.kill()
         self.workers = []
 
-    def run(self, jobs: list[tuple[dict, str]], done) -> None:
-        pending = deque(range(len(jobs)))
+    def run(self, jobs, done) -> None:
+        """Compile `jobs`, an iterable of (key, payload, arch) taken lazily, one when a worker is
+        free (so that several processes can share one task list by claiming as they go); call
+        done(key, raw) once per job, in completion order."""
+        source = iter(jobs)
+        waiting: deque = deque()          # jobs taken from the source, not yet sent
+        exhausted = False
+        arch_of: dict = {}
         sel = selectors.DefaultSelector()
+
+        def take():
+            nonlocal exhausted
+            if not waiting and not exhausted:
+                job = next(source, None)
+                if job is None:
+                    exhausted = True
+                else:
+                    waiting.append(job)
+            return waiting[0] if waiting else None
 
         def spawn():
             w = _Worker(self.env)
@@ -146,37 +162,40 @@ class Pool:
             sel.unregister(w.fd)
             self.workers.remove(w)
 
-        for _ in range(min(self.jobs, len(jobs))):
-            spawn()
-        remaining = len(jobs)
-        while remaining:
+        def fail_all(reason: str):
+            nonlocal exhausted
+            while take() is not None:
+                key, _, arch = waiting.popleft()
+                done(key, {"status": "crash", "arch": arch, "error": reason})
+
+        while True:
             for w in self.workers:
-                if w.ready and w.job is None and pending:
-                    i = pending.popleft()
-                    w.send(i, jobs[i][0], jobs[i][1], self.timeout)
+                if w.ready and w.job is None and take() is not None:
+                    key, payload, arch = waiting.popleft()
+                    arch_of[key] = arch
+                    w.send(key, payload, arch, self.timeout)
+            starting = sum(not w.ready for w in self.workers)
+            if len(self.workers) < self.jobs and starting == 0 and take() is not None:
+                spawn()                   # work is waiting and no worker is free or on its way
+            if not self.workers and take() is None:
+                break
+            busy = [w for w in self.workers if w.job is not None or not w.ready]
+            if not busy and take() is None:
+                break
             now = time.monotonic()
-            deadlines = [w.deadline if w.ready else w.born + STARTUP_LIMIT for w in self.workers
-                         if w.job is not None or not w.ready]
-            wait = max(0.0, min(deadlines) - now) if deadlines else 1.0
-            for key, _ in sel.select(timeout=min(wait, 5.0)):
-                w = key.data
+            deadlines = [w.deadline if w.ready else w.born + STARTUP_LIMIT for w in busy]
+            wait = max(0.0, min(deadlines) - now) if deadlines else 0.0
+            for sk, _ in sel.select(timeout=min(wait, 5.0)):
+                w = sk.data
                 got = w.lines()
                 if got is None:            # the worker died
                     retire(w)
                     reason = w.death()
                     w.close()
                     if w.job is not None:
-                        done(w.job, {"status": "crash", "error": reason, "arch": jobs[w.job][1]})
-                        remaining -= 1
+                        done(w.job, {"status": "crash", "error": reason, "arch": arch_of[w.job]})
                     elif not w.ready:      # it could not even start: fail everything left
-                        for i in pending:
-                            done(i, {"status": "crash", "arch": jobs[i][1],
-                                     "error": f"a compile worker could not start: {reason}"})
-                        remaining -= len(pending)
-                        pending.clear()
-                        continue
-                    if pending:
-                        spawn()
+                        fail_all(f"a compile worker could not start: {reason}")
                     continue
                 for line in got:
                     msg = json.loads(line)
@@ -185,7 +204,6 @@ class Pool:
                     elif w.job is not None and msg.get("i") == w.job:
                         w.job = None
                         done(msg["i"], msg["raw"])
-                        remaining -= 1
             now = time.monotonic()
             for w in list(self.workers):
                 late = (w.job is not None and w.ready and now > w.deadline) or \
@@ -195,11 +213,10 @@ class Pool:
                 retire(w)
                 w.kill()
                 if w.job is not None:
-                    done(w.job, {"status": "timeout", "arch": jobs[w.job][1],
+                    done(w.job, {"status": "timeout", "arch": arch_of[w.job],
                                  "error": f"the compile did not finish within {self.timeout:g} s and was killed"})
-                    remaining -= 1
-                if pending:
-                    spawn()
+                else:
+                    fail_all(f"a compile worker did not start within {STARTUP_LIMIT:g} s")
         sel.close()
 
 
@@ -231,3 +248,74 @@ def _worker_main() -> int:
 
 if __name__ == "__main__":
     sys.exit(_worker_main())
+
+
+class SharedRecords:
+    """One compile task list shared by several processes (pytest-xdist workers) through a
+    directory: each task is claimed by exactly one process (an O_EXCL claim file holding its pid),
+    compiled there in a background thread, and its record written for every process to read.
+    `records[key]` waits for that record. A claimant that dies leaves an error record behind."""
+
+    def __init__(self, directory, tasks, compile_fn):
+        import threading
+        self.dir = directory
+        self.tasks = tasks
+        self.index = {t.key: i for i, t in enumerate(tasks)}
+        self.failure: BaseException | None = None
+
+        def work():
+            try:
+                compile_fn(claim=self.claim, publish=self.publish)
+            except BaseException as exc:  # noqa: BLE001 - surfaced to the waiting test
+                self.failure = exc
+        self.thread = threading.Thread(target=work, name="portcheck-compile", daemon=True)
+        self.thread.start()
+
+    def _path(self, i: int, ext: str):
+        return os.path.join(self.dir, f"{i}.{ext}")
+
+    def claim(self, i: int) -> bool:
+        try:
+            fd = os.open(self._path(i, "claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+
+    def publish(self, result) -> None:
+        i = self.index[(result.case, result.variant, result.arch)]
+        tmp = self._path(i, f"tmp{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(result.to_dict(), f, default=str)
+        os.replace(tmp, self._path(i, "json"))
+
+    def _claimant_alive(self, i: int) -> bool:
+        try:
+            with open(self._path(i, "claim"), encoding="utf-8") as f:
+                pid = int(f.read() or 0)
+        except (OSError, ValueError):
+            return True               # not claimed yet (or being written): someone will
+        if pid == os.getpid():
+            return self.thread.is_alive()
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+
+    def __getitem__(self, key):
+        from ..results import Result
+        i = self.index[key]
+        path = self._path(i, "json")
+        while not os.path.exists(path):
+            if self.failure is not None:
+                raise RuntimeError(f"the compile thread failed: {self.failure!r}") from self.failure
+            if not self._claimant_alive(i) and not os.path.exists(path):
+                raise RuntimeError(f"the process that claimed compile task {key} died before "
+                                   "writing its record")
+            time.sleep(0.1)
+        with open(path, encoding="utf-8") as f:
+            return Result(**json.load(f))
