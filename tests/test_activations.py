@@ -2,28 +2,19 @@
 form against their definitions, overflow of the reference, and a direct run."""
 import inspect
 import math
-import os
 
 import pytest
 import torch
 
+from launching import DEVICE, forbid_launches, needs_device
 from portcheck.kernels import activations as A
 from portcheck.oracles import activations as act_ref
 from portcheck.runner import upcast
 
-INTERPRETER = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-DEVICE = "cpu" if INTERPRETER else ("cuda" if torch.cuda.is_available() else None)
-needs_device = pytest.mark.skipif(DEVICE is None, reason="kernels run on a GPU or the interpreter only")
-
-
-class _NoLaunch:
-    def __getitem__(self, grid):
-        raise AssertionError("the launcher launched a kernel for bad input")
-
 
 @pytest.fixture
 def no_launch(monkeypatch):
-    monkeypatch.setattr(A, "gated_kernel", _NoLaunch())
+    forbid_launches(monkeypatch, A, "gated_kernel")
 
 
 @pytest.mark.parametrize("call,words", [

@@ -2,33 +2,23 @@
 inputs where the interpreter's faulty fp8 casts cannot show (values on the format's grid, finite
 codes), so CI checks their algorithm although the full cases are strict xfails there; the int8
 per-tensor path and the arch -> fp8 format rule."""
-import os
-
 import pytest
 import torch
 from triton.backends.compiler import GPUTarget
 
+from launching import DEVICE, forbid_launches, needs_device
 from portcheck.kernels import quant as Q
 from portcheck.oracles import fp8 as fp8_ref
 from portcheck.oracles import quant as quant_ref
 from portcheck.targets.archs import ARCHS
 
-INTERPRETER = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-DEVICE = "cpu" if INTERPRETER else ("cuda" if torch.cuda.is_available() else None)
-needs_device = pytest.mark.skipif(DEVICE is None, reason="kernels run on a GPU or the interpreter only")
 FP8 = [torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz]
-
-
-class _NoLaunch:
-    def __getitem__(self, grid):
-        raise AssertionError("the launcher launched a kernel for bad input")
 
 
 @pytest.fixture
 def no_launch(monkeypatch):
-    for name in ("quant_rows_kernel", "quant_long_rows_kernel", "amax_kernel", "quant_tensor_kernel",
-                 "dequant_kernel"):
-        monkeypatch.setattr(Q, name, _NoLaunch())
+    forbid_launches(monkeypatch, Q, "quant_rows_kernel", "quant_long_rows_kernel", "amax_kernel",
+                    "quant_tensor_kernel", "dequant_kernel")
 
 
 def _x(*shape, dtype=torch.bfloat16):

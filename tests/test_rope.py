@@ -1,26 +1,16 @@
 """RoPE launcher: bad input refused before launch; in place and out of place agree; the oracle
 against an independent complex-number formulation; partial rotary leaves the tail alone."""
-import os
-
 import pytest
 import torch
 
+from launching import DEVICE, forbid_launches, needs_device
 from portcheck.kernels import rope as R
 from portcheck.oracles import rope as rope_ref
-
-INTERPRETER = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-DEVICE = "cpu" if INTERPRETER else ("cuda" if torch.cuda.is_available() else None)
-needs_device = pytest.mark.skipif(DEVICE is None, reason="kernels run on a GPU or the interpreter only")
-
-
-class _NoLaunch:
-    def __getitem__(self, grid):
-        raise AssertionError("the launcher launched a kernel for bad input")
 
 
 @pytest.fixture
 def no_launch(monkeypatch):
-    monkeypatch.setattr(R, "rope_kernel", _NoLaunch())
+    forbid_launches(monkeypatch, R, "rope_kernel")
 
 
 T, HQ, HK, D = 4, 2, 1, 16

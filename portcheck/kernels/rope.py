@@ -14,8 +14,6 @@ and key head, which go through in blocks of BLOCK_H heads.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import triton
 import triton.language as tl
@@ -364,7 +362,8 @@ def _variants(arch) -> list[Variant]:
             consts.update(NEOX=neox, HAS_KEY=True)
             label = f"{dtype} head={head} rot={rot} {'neox' if neox else 'gptj'}{' out-of-place' if copy else ''}"
             out.append(Variant(rope_kernel, sig, consts, cfg["num_warps"], label=label))
-    return out
+    # the benchmarked configuration first: a CI compile of one variant per arch builds that one
+    return sorted(out, key=lambda v: v.label != "bf16 head=128 rot=128 neox")
 
 
 def _bench(dtype="bf16", **over) -> dict:
