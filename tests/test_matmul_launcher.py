@@ -67,6 +67,10 @@ ONE = torch.tensor([1.0])
      ["writes bf16, fp16 or fp32"]),
     (lambda: mm.matmul(fp8((2, 3)), fp8((3, 5), torch.float8_e5m2), scale_a=ONE, scale_b=ONE),
      ["both operands must share a dtype"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(3, 5), config={"BLOCK_M": 16}),
+     ["config must be a matmul Config"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(3, 5), config=mm.config_table()["amd"]["fp32"][0]),
+     ["carries AMD options, which sm_90a does not take"]),
 ])
 def test_bad_input_is_refused_before_launch(on_arch, call, words):
     on_arch("sm_90a")

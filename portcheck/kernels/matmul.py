@@ -425,6 +425,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
         out = torch.empty((m, n), dtype=out_dtype, device=a.device)
     elif not isinstance(out, torch.Tensor) or tuple(out.shape) != (m, n) or out.dtype != out_dtype:
         raise ValueError(f"out must be a {out_dtype} tensor of shape ({m}, {n})")
+    if config is not None:
+        if not isinstance(config, Config):
+            raise ValueError(f"config must be a matmul Config (see configs()), got {type(config).__name__}")
+        if config.options and vendor(arch) != "amd":
+            raise ValueError(f"config {config.label} carries AMD options, which {arch} does not take")
     if m == 0 or n == 0:
         return out
     spans = [t.numel() and sum((s - 1) * abs(st_) for s, st_ in zip(t.shape, t.stride())) + 1
