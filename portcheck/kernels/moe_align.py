@@ -33,7 +33,8 @@ MAX_BLOCK_M = 256
 TILE = 2048          # elements per loop step of the single offsets program (4096 with 16 warps spills on sm_80)
 
 
-@triton.jit
+# sizes that change with every batch are not specialized: one compiled kernel serves them all
+@triton.jit(do_not_specialize=["numel"])
 def moe_count_kernel(ids_ptr, counts_ptr, numel, n_experts,
                      CHUNK: tl.constexpr, BLOCK_E: tl.constexpr):
     pid = tl.program_id(0)
@@ -46,7 +47,7 @@ def moe_count_kernel(ids_ptr, counts_ptr, numel, n_experts,
     tl.store(counts_ptr + pid * n_experts + experts, hist, mask=experts < n_experts)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_chunks", "max_padded", "n_blocks", "sentinel"])
 def moe_offsets_kernel(counts_ptr, sorted_ptr, expert_ids_ptr, n_post_ptr,
                        n_experts, n_chunks, max_padded, n_blocks, sentinel,
                        BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr, TILE_C: tl.constexpr,
@@ -100,7 +101,7 @@ def moe_offsets_kernel(counts_ptr, sorted_ptr, expert_ids_ptr, n_post_ptr,
         tl.store(expert_ids_ptr + b, owner, mask=b < n_blocks)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["numel"])
 def moe_place_kernel(ids_ptr, offsets_ptr, sorted_ptr, numel, n_experts, CHUNK: tl.constexpr):
     pid = tl.program_id(0)
     lane = tl.arange(0, CHUNK)

@@ -33,10 +33,12 @@ from .moe_align import max_padded_len, moe_align_block_size, routing_ids
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
-@triton.jit
+# the slot counts and top_k change with every batch and do not shape the code: not specializing
+# them keeps one compiled kernel per config across batches
+@triton.jit(do_not_specialize=["EM", "num_valid", "top_k"])
 def moe_gemm_kernel(a_ptr, w_ptr, c_ptr, topk_w_ptr, sorted_ptr, expert_ids_ptr, n_post_ptr,
-                    N, K, EM, num_valid, stride_am, stride_we, stride_wn, stride_cm,
-                    TOP_K: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr, EVEN_K: tl.constexpr,
+                    N, K, EM, num_valid, top_k, stride_am, stride_we, stride_wn, stride_cm,
+                    MUL_ROUTED_WEIGHT: tl.constexpr, EVEN_K: tl.constexpr,
                     DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     # grouped launch order: GROUP_M consecutive run slices sweep N together, so a slice's rows
@@ -55,7 +57,7 @@ def moe_gemm_kernel(a_ptr, w_ptr, c_ptr, topk_w_ptr, sorted_ptr, expert_ids_ptr,
     slot = tl.load(sorted_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
     live = slot < num_valid                      # pad slots hold the sentinel T * k
     expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
-    rows = (slot // TOP_K).to(tl.int64)
+    rows = (slot // top_k).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + rows[:, None] * stride_am + offs_k[None, :]
@@ -204,8 +206,8 @@ def moe_gemm(a: torch.Tensor, w: torch.Tensor, topk_ids: torch.Tensor,
     grid = (triton.cdiv(em, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
     moe_gemm_kernel[grid](
         a, w, out, topk_weights if mul_routed_weight else out, sorted_ids, expert_ids, n_post,
-        n, k_dim, em, n_tokens * top_k, a.stride(0), w.stride(0), w.stride(1), out.stride(0),
-        TOP_K=top_k, MUL_ROUTED_WEIGHT=bool(mul_routed_weight), EVEN_K=k_dim % cfg["BLOCK_K"] == 0,
+        n, k_dim, em, n_tokens * top_k, top_k, a.stride(0), w.stride(0), w.stride(1), out.stride(0),
+        MUL_ROUTED_WEIGHT=bool(mul_routed_weight), EVEN_K=k_dim % cfg["BLOCK_K"] == 0,
         DOT_PRECISION="ieee", BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         GROUP_M=cfg["GROUP_M"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
         **cfg["options"])
@@ -221,19 +223,25 @@ GEMM_ROUTINGS = ("uniform", "skewed", "hot")   # expert_parallel ids leave rows 
 
 
 def _inputs(dtype: str, max_elements: int):
+    """Sizes drawn in turn so that a [T, K], w [E, N, K] and out [T*k, N] stay within budget."""
     small = max_elements <= 65536
     most_e, most_t, most_nk = (8, 32, 64) if small else (64, 512, 1024)
+    tile = 32 if small else 64
 
-    def dims(e):
-        nk = S.lengths(32 if small else 64, most_nk)
-        return st.tuples(st.just(e), S.lengths(16, most_t), st.integers(1, min(e, 8)), nk, nk).filter(
-            lambda d: d[0] * d[3] * d[4] <= max_elements and d[1] * d[2] * d[3] <= max_elements
-            and d[1] * d[4] <= max_elements)
+    def hidden(e, t, top_k):
+        most_k = max(1, min(most_nk, max_elements // max(t, e)))
+        return S.lengths(tile, most_k).flatmap(lambda k: st.tuples(
+            st.just(e), st.just(t), st.just(top_k), st.just(k),
+            S.lengths(tile, max(1, min(most_nk, max_elements // (e * k), max_elements // (t * top_k))))))
 
-    return st.sampled_from([e for e in (1, 2, 3, 8, 16, 64) if e <= most_e]).flatmap(dims).flatmap(
+    def tokens(e):
+        return st.tuples(S.lengths(16, most_t), st.integers(1, min(e, 8))).flatmap(
+            lambda tk: hidden(e, *tk))
+
+    return st.sampled_from([e for e in (1, 2, 3, 8, 16, 64) if e <= most_e]).flatmap(tokens).flatmap(
         lambda d: st.fixed_dictionaries({
             "dtype": st.just(dtype), "experts": st.just(d[0]), "tokens": st.just(d[1]),
-            "top_k": st.just(d[2]), "n": st.just(d[3]), "k": st.just(d[4]),
+            "top_k": st.just(d[2]), "k": st.just(d[3]), "n": st.just(d[4]),
             "routing": st.sampled_from(GEMM_ROUTINGS), "regime": st.sampled_from(REGIMES),
             "mul_routed_weight": st.booleans(), "layout": S.layouts(), "seed": S.seeds()}))
 
@@ -342,10 +350,10 @@ def _baselines(args):
             "torch.matmul": lambda: torch.matmul(dense_a, dense_w)}
 
 
-# what a launch at the bench shapes specializes: 16-byte aligned tensors, and N, K, the row
-# strides and the slot counts multiples of 16 (N = 14336, K = 4096, T*k = 32768)
+# what a launch at the bench shapes specializes: 16-byte aligned tensors, and N, K and the row
+# strides multiples of 16 (N = 14336, K = 4096)
 DIVISIBLE = ("a_ptr", "w_ptr", "c_ptr", "topk_w_ptr", "sorted_ptr", "expert_ids_ptr", "n_post_ptr",
-             "N", "K", "EM", "num_valid", "stride_am", "stride_we", "stride_wn", "stride_cm")
+             "N", "K", "stride_am", "stride_we", "stride_wn", "stride_cm")
 
 
 def _variants(arch) -> list[Variant]:
@@ -355,14 +363,14 @@ def _variants(arch) -> list[Variant]:
         t = "*" + fmt(dtype).triton_name
         sig = {"a_ptr": t, "w_ptr": t, "c_ptr": t, "topk_w_ptr": "*fp32", "sorted_ptr": "*i32",
                "expert_ids_ptr": "*i32", "n_post_ptr": "*i32", "N": "i32", "K": "i32", "EM": "i32",
-               "num_valid": "i32", "stride_am": "i32", "stride_we": "i32", "stride_wn": "i32",
+               "num_valid": "i32", "top_k": "i32", "stride_am": "i32", "stride_we": "i32", "stride_wn": "i32",
                "stride_cm": "i32"}
         rows = config_table()[family]["fp32" if dtype == "fp32" else "16bit"]
         for i, (upto, cfg) in enumerate(rows):
             # every config as the bench runs it; the first also as the ragged-K, unweighted form
             forms = [(True, True)] + ([(False, False)] if i == 0 else [])
             for mul, even_k in forms:
-                consts = {"TOP_K": 8, "MUL_ROUTED_WEIGHT": mul, "EVEN_K": even_k, "DOT_PRECISION": "ieee",
+                consts = {"MUL_ROUTED_WEIGHT": mul, "EVEN_K": even_k, "DOT_PRECISION": "ieee",
                           **{key: cfg[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}}
                 label = (f"{dtype} {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} runs<={upto or 'any'}"
                          f"{'' if mul else ' unweighted'}{'' if even_k else ' ragged K'}")

@@ -25,7 +25,7 @@ MAX_EXPERTS = 1024          # one row of logits is held in registers
 ELEMS_PER_PROGRAM = 2048    # short rows are packed several to a program
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_tokens", "top_k"])
 def topk_softmax_kernel(logits_ptr, weights_ptr, ids_ptr, n_tokens, n_experts, top_k,
                         stride_l, stride_w, stride_i,
                         RENORMALIZE: tl.constexpr, ROWS: tl.constexpr, BLOCK_E: tl.constexpr,
