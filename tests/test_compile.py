@@ -180,6 +180,20 @@ def test_a_timeout_or_a_crash_fails_only_its_own_record(tmp_path):
     assert got[1].verdict == got[3].verdict == "pass"
 
 
+def test_a_warm_run_reads_the_facts_a_cold_run_extracted(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))   # the workers inherit it
+    v = lint_kernels.LINT_CASES["warps32_sm90"][0]
+    tasks = [variant_task(v, arch, case="warm") for arch in ("sm_90a", "gfx942")]
+    cold = compile_tasks(tasks, CompileSettings(jobs=2))
+    warm = compile_tasks(tasks, CompileSettings(jobs=2))
+    for c, w in zip(cold, warm):
+        assert "cached" not in c.metrics and w.metrics.get("cached") is True
+        assert w.metrics["compile_s"] < c.metrics["compile_s"]
+        same = {k: v for k, v in c.metrics.items() if k not in ("compile_s", "cached")}
+        assert same == {k: v for k, v in w.metrics.items() if k not in ("compile_s", "cached")}
+        assert c.lints == w.lints
+
+
 def test_compiles_run_with_triton_interpret_unset(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     v = lint_kernels.LINT_CASES["ocp_cast_sm90"][0]

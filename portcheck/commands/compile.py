@@ -34,6 +34,9 @@ def add_arguments(p) -> None:
     p.add_argument("--jobs", type=int, help="compile worker processes (default: the matrix's, else 2)")
     p.add_argument("--timeout", type=float, help="seconds one compile may take before it is killed "
                                                  "(default: the matrix's, else 300)")
+    p.add_argument("--max-variants", type=int, metavar="N",
+                   help="at most N variants per kernel x arch, every dtype first (default: the "
+                        "matrix's, else 0: all)")
     p.add_argument("--matrix", help=f"matrix file (default: {DEFAULT_MATRIX} if present)")
     p.add_argument("--from", dest="sources", nargs="+", metavar="DIR",
                    help="render the compile matrix of earlier runs (their results.jsonl) instead of compiling")
@@ -53,6 +56,10 @@ def _settings(args, matrix: Matrix):
         s = replace(s, timeout=args.timeout)
     if args.arch:
         s = replace(s, archs=parse_archs(args.arch))
+    if args.max_variants is not None:
+        if args.max_variants < 0:
+            raise UsageError(f"--max-variants must be 0 (all) or more, got {args.max_variants}")
+        s = replace(s, max_variants=args.max_variants)
     return s
 
 
@@ -93,27 +100,32 @@ def main(args) -> int:
     from ..compile_report import cell, compile_matrix
     from ..report import atomic_write
     from ..targets.compile import compile_tasks, plan
+    from ..targets.compile_pool import Pool
     started = time.perf_counter()
-    need_capture = [c for c in selected if c.variants is None]
-    captured = for_cases(need_capture) if need_capture else {}
-    tasks = plan(selected, settings.archs, captured)
-    print(f"compiling {len(tasks)} variants of {len(selected)} kernels for {', '.join(settings.archs)} "
-          f"({settings.jobs} jobs, {settings.timeout:g} s limit each)", flush=True)
-    command = shlex.join(["portcheck", "compile", *sys.argv[2:]]) if sys.argv[1:2] == ["compile"] else \
-        shlex.join(["portcheck", "compile"])
-    done = []
+    with Pool(settings.jobs, settings.timeout).start() as pool:     # workers import while we plan
+        need_capture = [c for c in selected if c.variants is None]
+        captured = for_cases(need_capture) if need_capture else {}
+        tasks = plan(selected, settings.archs, captured, settings.max_variants)
+        print(f"compiling {len(tasks)} variants of {len(selected)} kernels for {', '.join(settings.archs)} "
+              f"({settings.jobs} jobs, {settings.timeout:g} s limit each)", flush=True)
+        command = shlex.join(["portcheck", "compile", *sys.argv[2:]]) if sys.argv[1:2] == ["compile"] \
+            else shlex.join(["portcheck", "compile"])
+        done = []
 
-    def show(r):
-        done.append(r.to_dict())
-        results.append(results_path, r.to_dict())
-        detail = cell([r.to_dict()])
-        if r.verdict not in ("pass", "skip"):
-            detail += f"  {r.message}"
-        print(f"{r.arch:<8} {r.case:<22} {r.variant[:48]:<48} {r.verdict:<5} {detail}", flush=True)
+        def show(r):
+            done.append(r.to_dict())
+            results.append(results_path, r.to_dict())
+            detail = cell([r.to_dict()])
+            if r.verdict not in ("pass", "skip"):
+                detail += f"  {r.message}"
+            print(f"{r.arch:<8} {r.case:<22} {r.variant[:48]:<48} {r.verdict:<5} {detail}", flush=True)
 
-    compile_tasks(tasks, settings, on_result=show, command=command, overrides=overrides)
+        compile_tasks(tasks, settings, on_result=show, command=command, overrides=overrides, pool=pool)
     atomic_write(out / "compile.md", "# portcheck compile\n\n" + compile_matrix(done))
     bad = sum(r["verdict"] in ("fail", "error", "xpass") for r in done)
+    for module, why in registry.LOAD_ERRORS.items():   # a kernel module that does not import
+        print(f"kernel module {module} does not import: {why}", flush=True)
+        bad += 1
     print(f"\n{len(done)} compiles in {time.perf_counter() - started:.1f} s, {bad} failed"
           f"\nreport: {out / 'compile.md'}\nresults: {results_path}")
     return 1 if bad else 0

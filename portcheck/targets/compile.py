@@ -39,7 +39,7 @@ from .archs import ARCHS, DEFAULT_ARCHS, arch as get_arch
 AMD_ONLY_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack", "schedule_hint")
 DEFAULT_TIMEOUT = 300.0      # seconds per compile: one pathological config took over 9 minutes
 DEFAULT_JOBS = 2
-EXTRACT_VERSION = 2          # bump when the extracted fields change (invalidates the side cache)
+EXTRACT_VERSION = 3          # bump when the extracted facts change (invalidates their cache)
 
 
 # ---- settings (the matrix's [compile] table) ------------------------------------------------
@@ -341,11 +341,26 @@ def _target(arch):
     return GPUTarget(arch.backend, arch.triton_arch, arch.warp_size)
 
 
+_BINDERS: dict = {}
+_BACKENDS: dict = {}
+
+
+def _backend(arch):
+    """One backend object per arch in a worker (they hold nothing launch-specific)."""
+    if arch.name not in _BACKENDS:
+        from triton.compiler import make_backend
+        _BACKENDS[arch.name] = make_backend(_target(arch))
+    return _BACKENDS[arch.name]
+
+
 def specialize(jit, backend, args, kwargs):
     """What JITFunction.run does before compiling: bind, specialize, split options from constexprs."""
     from triton._utils import find_paths_if, get_iterable_path
     from triton.runtime.jit import create_function_from_signature
-    binder = create_function_from_signature(jit.signature, jit.params, backend)
+    key = (id(jit), id(backend))
+    if key not in _BINDERS:     # the JIT builds one binder per kernel and device, and so do we
+        _BINDERS[key] = (jit, create_function_from_signature(jit.signature, jit.params, backend))
+    binder = _BINDERS[key][1]
     bound, spec, opts = binder(*args, **kwargs)
     names = [p.name for p in jit.params]
     sigvals = [s[0] for s in spec]
@@ -488,21 +503,7 @@ def amd_resources(amdgcn: str) -> dict:
 
 
 def _read_resources(kernel, arch) -> dict:
-    """Resources of a compiled kernel; cached next to it in Triton's cache (cuobjdump is a process)."""
-    from triton.runtime.cache import get_cache_manager
-    md = kernel.metadata
-    name = f"portcheck-resources-v{EXTRACT_VERSION}.json"
-    try:
-        cache = get_cache_manager(md.hash)
-        hit = cache.get_file(name)
-    except Exception:  # noqa: BLE001 - a read-only or remote cache only costs the extraction again
-        cache, hit = None, None
-    if hit:
-        try:
-            with open(hit, encoding="utf-8") as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            pass
+    """Registers, spills, occupancy as stated, matrix instructions, dots and code size."""
     asm = kernel.asm
     res: dict = {}
     if arch.is_amd:
@@ -514,12 +515,37 @@ def _read_resources(kernel, arch) -> dict:
         res["code_bytes"] = _elf_text_bytes(asm["cubin"])
         family, instrs = matrix_instructions(asm["ptx"], False)
     res.update(matrix_family=family, matrix_instructions=instrs, dots=dots_in(asm.get("ttir", "")))
-    if cache is not None:
-        try:
-            cache.put(json.dumps(res), name, binary=False)
-        except Exception:  # noqa: BLE001
-            pass
     return res
+
+
+_FACTS_FILE = f"portcheck-compile-v{EXTRACT_VERSION}.json"
+
+
+def _facts_cache(src, backend, options):
+    """Triton's own cache key for this compile (the same formula in 3.4, 3.6 and 3.9) and its
+    cache manager: a warm run reads the facts we extracted last time (one small JSON file)
+    instead of loading every artifact and running cuobjdump again."""
+    import hashlib
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.runtime.cache import get_cache_manager
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:                      # triton 3.4 keeps it in the compiler module
+        from triton.compiler.compiler import triton_key
+    env = get_cache_invalidating_env_vars()
+    key = f"{triton_key()}-{src.hash()}-{backend.hash()}-{options.hash()}-{sorted(env.items())}-portcheck"
+    return get_cache_manager(hashlib.sha256(key.encode()).hexdigest())
+
+
+def _cached_facts(cache) -> dict | None:
+    try:
+        hit = cache.get_file(_FACTS_FILE)
+        if hit:
+            with open(hit, encoding="utf-8") as f:
+                return json.load(f)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _toolchain_missing(msg: str) -> bool:
@@ -529,7 +555,7 @@ def _toolchain_missing(msg: str) -> bool:
 def compile_payload(payload: dict, arch_name: str, stderr_tail=lambda: "") -> dict:
     """Compile one task in this process and return the raw facts (JSON-able). Never raises."""
     import triton
-    from triton.compiler import ASTSource, make_backend
+    from triton.compiler import ASTSource
     arch = get_arch(arch_name)
     raw = {"triton": triton.__version__, "arch": arch_name}
     if "skip" in payload:
@@ -551,7 +577,7 @@ def compile_payload(payload: dict, arch_name: str, stderr_tail=lambda: "") -> di
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            backend = make_backend(target)
+            backend = _backend(arch)
             params = {p.name for p in jit.params}
             dropped = []
             if not arch.is_amd:
@@ -566,8 +592,15 @@ def compile_payload(payload: dict, arch_name: str, stderr_tail=lambda: "") -> di
             unknown = [k for k in opts if k not in options.__dict__]
             if unknown:
                 raise KeyError(f"Keyword argument {unknown[0]} was specified but unrecognised")
-            kernel = triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target,
-                                    options=options.__dict__)
+            src = ASTSource(jit, signature, constexprs, attrs)
+            try:
+                cache = _facts_cache(src, backend, options)
+                facts = _cached_facts(cache)
+            except Exception:  # noqa: BLE001 - a read-only or remote cache only costs a compile
+                cache, facts = None, None
+            if facts is not None:
+                return {**raw, **facts, "compile_s": time.perf_counter() - started, "cached": True}
+            kernel = triton.compile(src, target=target, options=options.__dict__)
             compile_s = time.perf_counter() - started
             res = _read_resources(kernel, arch)
         except Exception as exc:  # noqa: BLE001 - a compiler error is a finding, not a crash
@@ -578,10 +611,15 @@ def compile_payload(payload: dict, arch_name: str, stderr_tail=lambda: "") -> di
     md = kernel.metadata
     warned = sorted({str(w.message).splitlines()[0][:300] for w in caught
                      if "TRITON_DEFAULT_FP_FUSION" not in str(w.message)})
-    return {**raw, "status": "ok", "compile_s": compile_s, "num_warps": md.num_warps,
-            "num_stages": md.num_stages, "warp_size": getattr(md, "warp_size", arch.warp_size),
-            "shared": md.shared, "dropped_options": dropped, "warnings": warned,
-            "signature": signature, **res}
+    facts = {"status": "ok", "num_warps": md.num_warps, "num_stages": md.num_stages,
+             "warp_size": getattr(md, "warp_size", arch.warp_size), "shared": md.shared,
+             "dropped_options": dropped, "warnings": warned, "signature": signature, **res}
+    if cache is not None:
+        try:
+            cache.put(json.dumps(facts), _FACTS_FILE, binary=False)
+        except Exception:  # noqa: BLE001 - the next run compiles again, nothing worse
+            pass
+    return {**raw, **facts, "compile_s": compile_s}
 
 
 # ---- the parent side: occupancy, lints, the record --------------------------------------------
@@ -635,7 +673,7 @@ _METRIC_KEYS = ("compile_s", "num_warps", "num_stages", "warp_size", "shared", "
                 "stack_bytes", "local_bytes", "static_shared", "group_segment_fixed_size",
                 "occupancy", "occupancy_effective", "occupancy_max", "occupancy_unit",
                 "occupancy_fraction", "matrix_family", "matrix_instructions", "dots", "code_bytes",
-                "spill_bytes", "spill_count", "threads", "note")
+                "spill_bytes", "spill_count", "threads", "note", "cached")
 
 
 def to_result(task: Task, raw: dict, lints: LintConfig = DEFAULT_LINTS, command: str = ""):
@@ -671,11 +709,12 @@ def to_result(task: Task, raw: dict, lints: LintConfig = DEFAULT_LINTS, command:
 
 
 def compile_tasks(tasks: list[Task], settings: CompileSettings | None = None, on_result=None,
-                  command: str = "", overrides=None, claim=lambda i: True) -> list:
+                  command: str = "", overrides=None, claim=lambda i: True, pool=None) -> list:
     """Compile every task in worker processes; Results in task order (a timeout or a crash fails
     only its own record). `on_result(result)` is called in task order as results complete.
     `claim(i)` is asked just before task i is sent to a worker: False leaves it to another
-    process sharing the task list (its result here stays None)."""
+    process sharing the task list (its result here stays None). `pool`: a compile_pool.Pool
+    started earlier (it is closed here); by default one is made with the settings' jobs."""
     from .compile_pool import Pool
     settings = settings or CompileSettings()
     results: list = [None] * len(tasks)
@@ -705,8 +744,8 @@ def compile_tasks(tasks: list[Task], settings: CompileSettings | None = None, on
     real = [i for i, t in enumerate(tasks) if not {"skip", "error"} & set(t.payload)]
     for i, payload, arch in claimed(sorted(set(range(len(tasks))) - set(real))):
         done(i, compile_payload(payload, arch))        # nothing to compile: decided here
-    with Pool(settings.jobs, settings.timeout) as pool:
-        pool.run(claimed(real), done)
+    with pool or Pool(settings.jobs, settings.timeout) as workers:
+        workers.run(claimed(real), done)
     return results
 
 

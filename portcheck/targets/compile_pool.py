@@ -126,6 +126,13 @@ class Pool:
     def __enter__(self):
         return self
 
+    def start(self) -> "Pool":
+        """Start the worker processes now (they take seconds to import torch and Triton), so
+        that they get ready while the caller is still planning."""
+        while len(self.workers) < self.jobs:
+            self.workers.append(_Worker(self.env))
+        return self
+
     def __exit__(self, *exc):
         # workers hold nothing worth a clean exit: Triton writes each cache entry atomically
         # before the result comes back, so killing them is safe and saves their teardown
@@ -162,6 +169,9 @@ class Pool:
             sel.unregister(w.fd)
             self.workers.remove(w)
 
+        for w in self.workers:              # started earlier by start()
+            sel.register(w.fd, selectors.EVENT_READ, w)
+
         def fail_all(reason: str):
             nonlocal exhausted
             while take() is not None:
@@ -174,8 +184,8 @@ class Pool:
                     key, payload, arch = waiting.popleft()
                     arch_of[key] = arch
                     w.send(key, payload, arch, self.timeout)
-            starting = sum(not w.ready for w in self.workers)
-            if len(self.workers) < self.jobs and starting == 0 and take() is not None:
+            idle = sum(not w.ready or w.job is None for w in self.workers)
+            if len(self.workers) < self.jobs and idle == 0 and take() is not None:
                 spawn()                   # work is waiting and no worker is free or on its way
             if not self.workers and take() is None:
                 break
