@@ -729,7 +729,13 @@ def _dequant_oracle(args):
 
 
 def _dequant_tolerance(args, refs, dtype):
-    return {"out": exact(f"bit for bit: fl_{dtype}(fl32(q * scale)), the kernel's two roundings")}
+    """Every finite value exactly: two distinct numbers of the format differ by at least its
+    smallest subnormal, so half of it as atol admits only equality. Compared as values rather
+    than bits because a NaN's payload and sign after fp32 arithmetic are the hardware's choice."""
+    f = fmt(dtype)
+    half_step = 2.0 ** (f.min_exp - f.mantissa_bits - 1)
+    return {"out": Tolerance(0.0, half_step, f"exact: fl_{dtype}(fl32(q * scale)), the kernel's two "
+                                             f"roundings; atol = half the smallest {dtype} subnormal; NaN where NaN")}
 
 
 def _dequant_cost(args):
