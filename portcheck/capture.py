@@ -10,8 +10,10 @@ launch's arguments, constexprs and options; `Autotuner.run` notes the launch onc
 every autotune config is cross-compiled. A launch is kept in the portable form of
 portcheck.targets.compile (tensor -> dtype, 16-byte alignment, within 2 GB; integers -> a
 representative with the same specialization: 1, a multiple of 16, or neither, in the same
-integer width), which is everything Triton's specialization reads. The compile workers then
-specialize it per arch with Triton's own binder, exactly as a launch on that arch would.
+integer width; floats and bools -> one value, as Triton never specializes them), which is
+everything Triton's specialization reads; launches that specialize alike are kept once. The
+compile workers then specialize it per arch with Triton's own binder, exactly as a launch on
+that arch would.
 
 By default launches are recorded and not executed, so capture works on a CPU without any GPU as
 long as the launcher itself does not query a device; `execute=True` also runs them (on a GPU, or
@@ -75,6 +77,21 @@ def _display_type(enc) -> str:
     return "?"
 
 
+def _spec_text(args: dict, types: dict) -> str:
+    """What the specialization saw, briefly: n=1, n%16 (divisible by 16), x_ptr%8 (unaligned)."""
+    parts = []
+    for name in types:
+        v = args[name]
+        if isinstance(v, dict) and "tensor" in v and not v.get("align16", True):
+            parts.append(f"{name}%8")
+        elif isinstance(v, int) and not isinstance(v, bool):
+            if v == 1:
+                parts.append(f"{name}=1")
+            elif v % 16 == 0:
+                parts.append(f"{name}%16")
+    return f"[{' '.join(parts)}]" if parts else ""
+
+
 class Recorder:
     def __init__(self, execute: bool):
         self.execute = execute
@@ -99,9 +116,13 @@ class Recorder:
             enc = encode(value)
             if _is_constexpr(p):
                 consts[name] = enc
-            else:
-                if isinstance(enc, int) and not isinstance(enc, bool):
+            else:   # only the specialization matters: Triton never specializes float or bool values
+                if isinstance(enc, bool):
+                    enc = True
+                elif isinstance(enc, int):
                     enc = _representative(enc)
+                elif isinstance(enc, float) or (isinstance(enc, dict) and "float" in enc):
+                    enc = 1.5
                 types[name] = _display_type(enc)
             by_name[name] = enc
         ref = kernel_ref(kernel)
@@ -112,7 +133,7 @@ class Recorder:
         warps, stages = enc_options.pop("num_warps", 4), enc_options.pop("num_stages", None)
         const_text = " ".join(f"{k}={v}" for k, v in consts.items() if not isinstance(v, dict))
         label = " ".join(filter(None, [self.dtype, fn.__name__, const_text, f"w{warps}",
-                                       f"s{stages}" if stages is not None else ""]))
+                                       f"s{stages}" if stages is not None else "", _spec_text(by_name, types)]))
         self._seen[key] = CapturedVariant(
             kernel=ref, signature=types, constexprs=consts, num_warps=warps, num_stages=stages,
             options=enc_options, label=label, dtype=self.dtype, launch={"args": by_name})

@@ -74,3 +74,17 @@ LINT_CASES = {
     "amd_option_sm90": (_convert("fp32", "fp16", options={"waves_per_eu": 2}), "sm_90a", "amd-option-on-nvidia"),
     "amd_option_gfx942": (_convert("fp32", "fp16", options={"waves_per_eu": 2}), "gfx942", None),
 }
+
+
+# An autotuned kernel for variant capture: every config must be recorded (and cross-compiled),
+# not only the one the autotuner would pick on the machine at hand.
+COPY_CONFIGS = [triton.Config({"BLOCK": 256}, num_warps=2), triton.Config({"BLOCK": 1024}, num_warps=4),
+                triton.Config({"BLOCK": 4096}, num_warps=8, num_stages=2)]
+
+
+@triton.autotune(configs=COPY_CONFIGS, key=["n"])
+@triton.jit
+def autotuned_scale(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * alpha, mask=mask)

@@ -9,6 +9,7 @@ import os
 import textwrap
 
 import pytest
+import triton
 
 import lint_kernels
 from portcheck import cases, cli
@@ -218,6 +219,21 @@ def test_capture_records_each_distinct_specialization():
     assert got[0].constexprs == {"BLOCK": 1024} and got[0].num_warps == 4
     assert got[1].launch["args"]["n"] % 16 == 0 and got[1].num_warps == 8
     assert y.isnan().all()   # recorded, not run: the kernel never wrote y
+
+
+def test_capture_records_every_autotune_config_and_compiles_them():
+    import torch
+    x = torch.randn(5000)
+    with recording() as rec:
+        lint_kernels.autotuned_scale[lambda meta: (triton.cdiv(5000, meta["BLOCK"]),)](x, x, 5000, 0.5)
+    got = rec.variants()
+    assert [(v.constexprs["BLOCK"], v.num_warps, v.num_stages) for v in got] == \
+        [(256, 2, 3), (1024, 4, 3), (4096, 8, 2)]
+    results = compile_tasks([variant_task(v, "gfx942", case="autotuned") for v in got] +
+                            [variant_task(v, "sm_90a", case="autotuned") for v in got],
+                            CompileSettings(jobs=2))
+    assert [r.verdict for r in results] == ["pass"] * 6
+    assert [r.metrics["num_warps"] for r in results] == [2, 4, 8, 2, 4, 8]
 
 
 def test_captured_and_declared_variants_compile_alike(monkeypatch):
