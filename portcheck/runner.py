@@ -104,6 +104,15 @@ class CaseFailed(AssertionError):
     pass
 
 
+def _first_cause(exc: BaseException) -> BaseException:
+    """The original fault behind hypothesis's wrappers: when a replay of a failing example fails
+    differently (a GPU context poisoned by the first failure), hypothesis raises a FlakyFailure
+    group; the first exception in it is the kernel's own."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def reproduce_command(target: str, case: str, dtype: str, spec: dict | None, seed=None) -> str:
     cmd = ["portcheck", "run", "--target", target, "--kernel", case, "--dtype", dtype]
     if spec is not None:
@@ -163,6 +172,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     except CaseFailed:
         result.verdict, result.message = "fail", search.message
     except Exception as exc:  # a kernel, launcher or oracle fault fails this case only
+        exc = _first_cause(exc)
         result.verdict = "error"
         result.message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         search.failing = search.failing or search.current

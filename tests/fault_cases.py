@@ -28,9 +28,11 @@ def nan_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 @triton.jit
 def spin_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    i = tl.load(x_ptr) * 0 + 1.0
-    while i > 0:          # never true to leave: a kernel that never finishes
-        i = i + 1.0
+    # a kernel that never finishes: it waits for y[0] to become 1.0, which nothing writes (the
+    # harness poisons y with NaN); the atomic keeps the compiler from deleting the loop
+    flag = tl.atomic_add(y_ptr, 0.0)
+    while flag != 1.0:
+        flag = tl.atomic_add(y_ptr, 0.0)
     offs = tl.arange(0, BLOCK)
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 

@@ -82,6 +82,10 @@ def test_exact_compare_is_bitwise():
     z = torch.tensor([0.0], dtype=torch.float16)
     assert not compare("q", -z, z, exact()).ok          # -0 and +0 differ bitwise
     assert not compare("q", codes.to(torch.int32), codes, exact()).ok   # dtype mismatch
+    nan_pos, nan_neg = torch.tensor([0x7F], dtype=torch.uint8), torch.tensor([0xFF], dtype=torch.uint8)
+    e4m3 = torch.float8_e4m3fn
+    assert compare("q", nan_pos.view(e4m3), nan_neg.view(e4m3), exact()).ok   # NaN sign: unspecified
+    assert not compare("q", nan_pos.view(e4m3), torch.zeros(1, dtype=e4m3), exact()).ok
 
 
 def test_shape_mismatch_is_a_failure():

@@ -96,7 +96,7 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype) -> 
     decode(q) has at most 8 significant bits and the scale 24, so their float64 product is
     exact and .to(float32) is the one rounding of the kernel's fp32 multiply."""
     if q.dtype == torch.int8:
-        v = q.to(torch.float64)
+        v = q.detach().cpu().to(torch.float64)
     else:
         v = fp8.decode(q.detach().cpu(), fp8.fp8_format(q.dtype))
     s = scale.detach().to(device="cpu", dtype=torch.float64)
