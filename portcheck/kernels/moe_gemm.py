@@ -28,7 +28,7 @@ from ..cases import Case, Cost, Variant, register
 from ..oracles.moe import grouped_gemm as grouped_gemm_ref
 from ..tolerance import Tolerance, fmt
 from ._launch import interpreted
-from .moe_align import max_padded_len, moe_align_block_size, routing_ids
+from .moe_align import moe_align_block_size, routing_ids
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
@@ -157,7 +157,7 @@ def _check(name, t, shape, dtypes, device, unit_last=True):
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
     if t.dim() != len(shape):
-        raise ValueError(f"{name} must be {len(shape)}-D {shape}, got shape {tuple(t.shape)}")
+        raise ValueError(f"{name} must be {len(shape)}-D [{', '.join(shape)}], got shape {tuple(t.shape)}")
     if t.dtype not in dtypes:
         raise ValueError(f"{name} has dtype {t.dtype}; expected {' or '.join(map(str, dtypes))}")
     if t.device != device:

@@ -44,17 +44,24 @@ def topk_softmax_kernel(logits_ptr, weights_ptr, ids_ptr, n_tokens, n_experts, t
     ks = tl.arange(0, BLOCK_K)[None, :]
     w_out = tl.zeros([ROWS, BLOCK_K], tl.float32)
     i_out = tl.zeros([ROWS, BLOCK_K], tl.int32)
-    # `free` marks experts not yet picked; it, not the value, excludes picks and padding,
-    # so logits of -inf are still ranked by index
-    free = (cols < n_experts) & (rows >= 0)
+    # Rank by an integer key whose signed order is the logits' order (sign-magnitude bits with
+    # the magnitude flipped for negatives; -0 joins +0 first), so one argmax that breaks ties to
+    # the left makes each pick. Integer ops only: a float compare could flush subnormal logits.
+    # Picked and padding experts get the lowest key, below any logit (-inf included), so -inf
+    # logits are still ranked, by index.
+    bits = x.to(tl.int32, bitcast=True)
+    bits = tl.where((bits & 0x7FFFFFFF) == 0, 0, bits)
+    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+    taken = -2147483648
+    key = tl.where((cols < n_experts) & (rows >= 0), key, taken)
     for j in range(top_k):
-        v = tl.where(free, x, -float("inf"))
-        best = tl.max(v, axis=1)[:, None]
-        pick = tl.min(tl.where(free & (v == best), cols, BLOCK_E), axis=1)[:, None]
-        chosen = cols == pick
-        w_out = tl.where(ks == j, tl.sum(tl.where(chosen, e, 0.0), axis=1)[:, None], w_out)
-        i_out = tl.where(ks == j, pick, i_out)
-        free = free & ~chosen
+        best, pick = tl.max(key, axis=1, return_indices=True, return_indices_tie_break_left=True)
+        # the key maps back to the picked logit: its weight needs no gather
+        best_bits = best ^ ((best >> 31) & 0x7FFFFFFF)
+        picked = best_bits.to(tl.float32, bitcast=True)[:, None]
+        w_out = tl.where(ks == j, tl.exp(picked - m), w_out)
+        i_out = tl.where(ks == j, pick[:, None], i_out)
+        key = tl.where(cols == pick[:, None], taken, key)
     if RENORMALIZE:
         w_out = w_out / tl.sum(w_out, axis=1)[:, None]
     else:
