@@ -128,7 +128,7 @@ def accuracy_cell(c: Cell | None) -> str:
         elif comp["over_cap"]:
             parts.append("shared over cap")
         elif acc is None:
-            parts.append("compiled")
+            parts.append("built")
     marks = "".join(EVIDENCE_MARK[e] for e in c.evidence())
     return ", ".join(parts) + f" {marks}"
 

@@ -3,7 +3,6 @@ newer-wins, escaping, overrides, bad input and atomic writes."""
 import dataclasses
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -114,7 +113,7 @@ def test_two_vendors_and_a_compile_only_run_make_one_matrix(runs, tmp_path, caps
     assert doc["counts"] == {"runtime": {"fail": 1, "pass": 3}, "compile": {"pass": 40}, "bench": {"pass": 1}}
     assert all("model" not in c["evidence"] for c in doc["cells"])   # datasheet model rows are no evidence
     md = (tmp_path / "out" / "matrix.md").read_text()
-    assert "| softmax   | fp16    |" in md and "FAIL 3.5 GC" in md and "ok 0.3 GC" in md
+    assert "| softmax   | fp16    |" in md and "FAIL 3.5 GC" in md and "ok 0.3 GC" in md and "built C" in md
     assert "built" in (tmp_path / "out" / "matrix.html").read_text()
 
 

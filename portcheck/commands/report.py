@@ -1,6 +1,7 @@
 """`portcheck report`: merge runs from any hosts and vendors into one matrix (json, md, html)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .. import merge
@@ -42,7 +43,6 @@ def main(args) -> int:
     out = writable_dir(args.out or timestamped("reports"))
     entries = merge.load(args.results, quiet=args.quiet)
     matrix = merge.build(entries, overrides_in_force(args, entries))
-    import json
     files = {out / "matrix.json": json.dumps(matrix.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n",
              out / "matrix.md": render_markdown(matrix, args.title),
              out / "matrix.html": render_html(matrix, args.title)}
