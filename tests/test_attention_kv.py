@@ -301,3 +301,45 @@ def test_causal_work_counts_visible_pairs():
     assert A.visible_pairs(3, 5, True) == 6
     assert A.visible_pairs(3, 5, False) == 15
     assert math.isclose(A.visible_pairs(4096, 4096, True) / A.visible_pairs(4096, 4096, False), 0.5, rel_tol=1e-3)
+
+
+_DESCRIPTOR_COMPILE = """
+import json, re, subprocess, tempfile
+from pathlib import Path
+import triton
+from triton.backends.compiler import GPUTarget
+from portcheck.kernels import attention as A
+from portcheck.targets.archs import ARCHS
+arch = ARCHS["sm_90a"]
+v = next(v for v in A.descriptor_variants(arch, causal=True) if v.label.startswith("bf16 d=128"))
+k = triton.compile(triton.compiler.ASTSource(fn=v.kernel, signature=v.signature, constexprs=v.constexprs),
+                   target=GPUTarget(arch.backend, arch.triton_arch, arch.warp_size),
+                   options={"num_warps": v.num_warps, "num_stages": v.num_stages})
+stack = None
+tool = Path(triton.__file__).parent / "backends/nvidia/bin/cuobjdump"
+if tool.exists():
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"]); f.flush()
+        usage = subprocess.run([str(tool), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    m = re.search(r"STACK:(\\d+)", usage)
+    stack = int(m[1]) if m else -1
+print(json.dumps({"tma": "cp.async.bulk.tensor" in k.asm["ptx"], "wgmma": "wgmma.mma_async" in k.asm["ptx"],
+                  "shared": k.metadata.shared, "limit": arch.shared_per_block, "stack": stack}))
+"""
+
+
+def test_hopper_descriptor_kernel_builds_tma_and_wgmma_within_shared_memory():
+    """The sm_90a table loads through TMA descriptors, which portcheck compile cannot declare yet:
+    cross-compile the bench configuration (bf16, head_dim 128, causal) here, in a process
+    without the interpreter (an interpreted kernel cannot be compiled)."""
+    import json
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", _DESCRIPTOR_COMPILE], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["tma"] and got["wgmma"], got
+    assert got["shared"] <= got["limit"], got
+    assert got["stack"] in (None, 0), f"register spills: {got}"

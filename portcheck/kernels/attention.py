@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 from hypothesis import strategies as st
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
@@ -45,6 +46,7 @@ class Config:
     num_warps: int
     num_stages: int
     options: dict = field(default_factory=dict)   # AMD compiler knobs (waves_per_eu, ...)
+    tma: bool = False     # load and store through tensor descriptors (NVIDIA sm_90+)
 
 
 def arch_family(backend: str, arch) -> str:
@@ -79,11 +81,12 @@ def arch_family(backend: str, arch) -> str:
 # gfx90a/gfx942/gfx11/gfx12, 160 KB on gfx950). On AMD one stage means the stream pipeliner
 # prefetches the next tile into registers; waves_per_eu=2 trades registers for occupancy.
 ATTENTION_CONFIGS: dict[str, dict[int, Config]] = {
-    "sm_80": {64: Config(128, 64, 4, 3), 128: Config(128, 64, 8, 3)},
+    "sm_80": {64: Config(128, 64, 8, 3), 128: Config(128, 64, 8, 3)},   # 4 warps spill 8 B causal
     "sm_89": {64: Config(128, 64, 8, 2), 128: Config(128, 64, 8, 2)},
-    # Hopper: 128 x 128 with two warpgroups; 3 stages (224 KB) spill 16 B, 2 stages (160 KB) none
-    "sm_90": {64: Config(128, 64, 4, 3), 128: Config(128, 128, 8, 2)},
-    "sm_100": {64: Config(128, 64, 4, 3), 128: Config(128, 128, 8, 3)},
+    # Hopper and Blackwell: TMA loads into shared memory, 128 x 128 tiles with two warpgroups;
+    # at head_dim 128, 3 stages also compile without spills but in 230400 of the 232448 bytes
+    "sm_90": {64: Config(128, 64, 4, 3, tma=True), 128: Config(128, 128, 8, 2, tma=True)},
+    "sm_100": {64: Config(128, 64, 4, 3, tma=True), 128: Config(128, 128, 8, 2, tma=True)},
     "sm_120": {64: Config(128, 64, 8, 2), 128: Config(128, 64, 8, 2)},
     # CDNA: head_dim 128 at 4 waves spills on gfx942; 8 waves hold it in 254 VGPRs
     "cdna": {64: Config(128, 64, 4, 1, {"waves_per_eu": 2}),
@@ -100,6 +103,26 @@ ATTENTION_CONFIGS: dict[str, dict[int, Config]] = {
 MIN_BLOCK_N = min(c.block_n for table in ATTENTION_CONFIGS.values() for c in table.values())
 
 
+def descriptors_supported() -> bool:
+    """Host tensor descriptors (TMA) on the active device: NVIDIA sm_90+, and the interpreter."""
+    if interpreted():
+        return True
+    target = triton.runtime.driver.active.get_current_target()
+    return target.backend == "cuda" and int(target.arch) >= 90
+
+
+def descriptor_obstacle(*tensors) -> str | None:
+    """Why these tensors cannot be read through TMA descriptors, or None."""
+    for t in tensors:
+        if t.data_ptr() % 16:
+            return "a tensor's data is not 16-byte aligned"
+        if any((st * t.element_size()) % 16 for st in t.stride()[:-1]):
+            return f"strides {t.stride()} are not all multiples of 16 bytes"
+        if max(t.shape) >= 2**31:
+            return "a dimension exceeds 2^31"
+    return None
+
+
 def active_family() -> str:
     if interpreted():
         return "interpreter"
@@ -110,16 +133,63 @@ def active_family() -> str:
 # ---- the kernel ---------------------------------------------------------------------------------
 
 @triton.jit
+def _grid_position(heads_q, group, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr):
+    """(batch, query head, key/value head, first row) of this program."""
+    if CAUSAL:
+        # the longest rows first, so the short ones fill the tail of the grid
+        tile_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        tile_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    h = bh % heads_q
+    return bh // heads_q, h, h // group, tile_m * BLOCK_M
+
+
+@triton.jit
+def _key_ranges(start_m, seq_k, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """[0, full_end): key tiles every row of the program sees whole (no mask); [full_end, end):
+    the tiles that need one (the diagonal band, the sequence's last partial tile). Keys right of
+    the band are never loaded."""
+    if CAUSAL:
+        # keys [0, start_m + 1) are visible to every row of the tile; the band ends at its last row
+        free_end = tl.minimum(seq_k, start_m + 1)
+        end = tl.minimum(seq_k, start_m + BLOCK_M)
+    else:
+        free_end = seq_k
+        end = seq_k
+    return (free_end // BLOCK_N) * BLOCK_N, end
+
+
+@triton.jit
+def _online_softmax(qk, m_i, l_i, acc, cols, offs_m, seq_k, qk_scale,
+                    MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    """One key tile into the running max m and sum l: returns P (fp32) and the rescaled acc.
+
+    Every row has a visible key in the first tile it sees (key 0), so m is finite after it and
+    no exp2(-inf - -inf) arises.
+    """
+    if MASKED:
+        valid = cols[None, :] < seq_k
+        if CAUSAL:
+            valid = valid & (cols[None, :] <= offs_m[:, None])
+        qk = tl.where(valid, qk * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+    else:
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    return p, m_new, l_i, acc * alpha[:, None]
+
+
+@triton.jit
 def _attend_key_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
                       lo, hi, seq_k, qk_scale,
                       BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
-    """Fold key tiles [lo, hi) into the running (acc, l, m); lo is a multiple of BLOCK_N.
-
-    Unmasked tiles lie wholly inside the sequence and left of the diagonal. Every row has a valid
-    key in the first tile it sees (key 0), so the running max is finite after it and no
-    exp2(-inf - -inf) arises. Tile pointers are rebuilt from the key offsets each step rather
-    than carried: carrying [D, N] pointer tensors costs registers the dots need.
-    """
+    """Fold key tiles [lo, hi) into (acc, l, m) through pointers; lo is a multiple of BLOCK_N.
+    Tile pointers are rebuilt from the key offsets each step rather than carried: carried
+    [D, N] pointer tensors cost registers the dots need."""
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
@@ -129,26 +199,14 @@ def _attend_key_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, of
             k = tl.load(k_ptrs, mask=cols[None, :] < seq_k, other=0.0)
         else:
             k = tl.load(k_ptrs)
-        qk = tl.dot(q, k)
-        if MASKED:
-            valid = cols[None, :] < seq_k
-            if CAUSAL:
-                valid = valid & (cols[None, :] <= offs_m[:, None])
-            qk = tl.where(valid, qk * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
-            p = tl.math.exp2(qk - m_new[:, None])
-        else:
-            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
+        p, m_i, l_i, acc = _online_softmax(tl.dot(q, k), m_i, l_i, acc, cols, offs_m, seq_k,
+                                           qk_scale, MASKED, CAUSAL)
         v_ptrs = v_base + cols[:, None] * stride_vn + offs_d[None, :]     # V tile [N, D]
-        if MASKED:
+        if MASKED:   # a V row past the sequence loads as 0: garbage there must not meet p = 0
             v = tl.load(v_ptrs, mask=cols[:, None] < seq_k, other=0.0)
         else:
             v = tl.load(v_ptrs)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
+        acc = tl.dot(p.to(v.dtype), v, acc)
     return acc, l_i, m_i
 
 
@@ -161,47 +219,68 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, qk_scale,
                          heads_q, group, seq_q, seq_k,
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          CAUSAL: tl.constexpr):
-    if CAUSAL:
-        # the longest rows first, so the short ones fill the tail of the grid
-        tile_m = tl.num_programs(0) - 1 - tl.program_id(0)
-    else:
-        tile_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // heads_q
-    h = bh % heads_q
-    kv_h = h // group
-    start_m = tile_m * BLOCK_M
+    """Loads and stores through pointers: every arch."""
+    b, h, kv_h, start_m = _grid_position(heads_q, group, BLOCK_M, CAUSAL)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-
     q_base = q_ptr + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
     k_base = k_ptr + b.to(tl.int64) * stride_kb + kv_h.to(tl.int64) * stride_kh
     v_base = v_ptr + b.to(tl.int64) * stride_vb + kv_h.to(tl.int64) * stride_vh
     q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :],
                 mask=offs_m[:, None] < seq_q, other=0.0)
-
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    if CAUSAL:
-        # keys [0, start_m + 1) are visible to every row of the tile; the diagonal band ends at
-        # the tile's last row
-        free_end = tl.minimum(seq_k, start_m + 1)
-        band_end = tl.minimum(seq_k, start_m + BLOCK_M)
-    else:
-        free_end = seq_k
-        band_end = seq_k
-    full_end = (free_end // BLOCK_N) * BLOCK_N
+    full_end, end = _key_ranges(start_m, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
     acc, l_i, m_i = _attend_key_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn,
                                       offs_m, offs_d, 0, full_end, seq_k, qk_scale,
                                       BLOCK_N, False, CAUSAL)
     acc, l_i, m_i = _attend_key_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn,
-                                      offs_m, offs_d, full_end, band_end, seq_k, qk_scale,
+                                      offs_m, offs_d, full_end, end, seq_k, qk_scale,
                                       BLOCK_N, True, CAUSAL)
     out = acc / l_i[:, None]
     o_base = o_ptr + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
     tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], out.to(o_ptr.dtype.element_ty),
              mask=offs_m[:, None] < seq_q)
+
+
+@triton.jit
+def _attend_key_tiles_tma(acc, l_i, m_i, q, k_desc, v_desc, b, kv_h, offs_m, lo, hi, seq_k,
+                          qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+                          MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    """Fold key tiles [lo, hi) into (acc, l, m) through tensor descriptors (TMA); rows past the
+    sequence arrive as zeros, so only the scores need a mask."""
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = k_desc.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        p, m_i, l_i, acc = _online_softmax(tl.dot(q, k.T), m_i, l_i, acc, start_n + offs_n, offs_m,
+                                           seq_k, qk_scale, MASKED, CAUSAL)
+        v = v_desc.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attention_fwd_tma_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, heads_q, group, seq_k,
+                             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                             CAUSAL: tl.constexpr):
+    """Loads and stores through 4-D tensor descriptors [batch, heads, seq, head_dim] (NVIDIA
+    sm_90+: TMA copies straight into shared memory, no address registers); the store clips the
+    rows past seq_q."""
+    b, h, kv_h, start_m = _grid_position(heads_q, group, BLOCK_M, CAUSAL)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    q = q_desc.load([b, h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    full_end, end = _key_ranges(start_m, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
+    acc, l_i, m_i = _attend_key_tiles_tma(acc, l_i, m_i, q, k_desc, v_desc, b, kv_h, offs_m, 0,
+                                          full_end, seq_k, qk_scale, HEAD_DIM, BLOCK_N, False, CAUSAL)
+    acc, l_i, m_i = _attend_key_tiles_tma(acc, l_i, m_i, q, k_desc, v_desc, b, kv_h, offs_m,
+                                          full_end, end, seq_k, qk_scale, HEAD_DIM, BLOCK_N, True, CAUSAL)
+    out = (acc / l_i[:, None]).to(q.dtype)
+    o_desc.store([b, h, start_m, 0], out.reshape(1, 1, BLOCK_M, HEAD_DIM))
 
 
 # ---- the launcher -------------------------------------------------------------------------------
@@ -238,10 +317,12 @@ def _check(name: str, t, dtypes) -> None:
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
               scale: float | None = None, out: torch.Tensor | None = None,
-              config: Config | None = None) -> torch.Tensor:
+              config: Config | None = None, tma: bool | None = None) -> torch.Tensor:
     """softmax(q k^T * scale + causal mask) v, fp32 softmax, output in q's dtype.
 
     scale defaults to 1/sqrt(head_dim). `config` replaces the table's entry (for tuning sweeps).
+    tma: True / False forces tensor-descriptor or pointer loads; None takes the config's choice,
+    falling back to pointers for tensors TMA cannot address (unaligned views).
     """
     _check("q", q, tuple(DTYPES.values()))
     _check("k", k, (q.dtype,))
@@ -273,8 +354,24 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     for what, n in (("BLOCK_M", cfg.block_m), ("BLOCK_N", cfg.block_n)):
         if n < 16 or n & (n - 1):
             raise ValueError(f"{what} must be a power of two of at least 16 (tl.dot), got {n}")
+    use_tma = cfg.tma if tma is None else tma
+    if use_tma:
+        why = (None if descriptors_supported() else "this device has no TMA (NVIDIA sm_90+ only)") \
+            or descriptor_obstacle(q, k, v, out)
+        if why and tma:
+            raise ValueError(f"tensor descriptors requested, but {why}")
+        use_tma = why is None
     qk_scale = (default_scale(head_dim) if scale is None else scale) * LOG2E
     grid = (triton.cdiv(seq_q, cfg.block_m), batch * heads_q)
+    if use_tma:
+        q_block, kv_block = [1, 1, cfg.block_m, head_dim], [1, 1, cfg.block_n, head_dim]
+        attention_fwd_tma_kernel[grid](
+            TensorDescriptor.from_tensor(q, q_block), TensorDescriptor.from_tensor(k, kv_block),
+            TensorDescriptor.from_tensor(v, kv_block), TensorDescriptor.from_tensor(out, q_block),
+            qk_scale, heads_q, heads_q // heads_kv, seq_k,
+            HEAD_DIM=head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.options)
+        return out
     attention_fwd_kernel[grid](
         q, k, v, out, qk_scale,
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
@@ -361,6 +458,9 @@ def attention_tolerance(q, k, v, ref, scale, causal, in_dtype: str, out_dtype: s
 # ---- the cases ----------------------------------------------------------------------------------
 
 REGIMES = ("normal", "peaked", "uniform")
+# "table": the arch's configured loads; "pointers" / "descriptors": forced, so both are checked
+# where the table picks TMA (descriptors are drawn as the table's choice where TMA is absent)
+PATHS = ("table", "pointers", "descriptors")
 LAYOUTS = ("bhsd", "bshd")     # contiguous, or a [batch, seq, heads, dim] tensor viewed as bhsd
 
 
@@ -383,7 +483,7 @@ def _inputs(causal: bool):
                 "group": st.just(group), "head_dim": st.just(head_dim), "seq": lengths,
                 "scale": st.sampled_from((None, 0.05, 0.3, 1.0)),
                 "regime": st.sampled_from(REGIMES), "layout": st.sampled_from(LAYOUTS),
-                "seed": S.seeds()})
+                "path": st.sampled_from(PATHS), "seed": S.seeds()})
 
         # (head_dim, heads_kv, group, batch): MHA (group 1), GQA, MQA (heads_kv 1); the
         # interpreter runs programs one by one, so it gets at most 4 query heads in all
@@ -416,8 +516,12 @@ def _make(causal: bool):
         if spec["regime"] == "uniform":   # one key repeated: every visible weight is equal
             k = k[:, :, :1].expand_as(k).clone()
         v = S.values((b, hkv, seq_k, d), dtype, "normal", gen)
+        path = spec.get("path", "table")
+        tma = {"table": None, "pointers": False,
+               "descriptors": True if descriptors_supported() else None}[path]
         return {"q": _place(q, spec["layout"], device), "k": _place(k, spec["layout"], device),
-                "v": _place(v, spec["layout"], device), "scale": spec["scale"], "causal": causal}
+                "v": _place(v, spec["layout"], device), "scale": spec["scale"], "causal": causal,
+                "tma": tma}
     return make
 
 
@@ -427,7 +531,7 @@ def _outputs(args):
 
 def _launch(args, outs):
     attention(args["q"], args["k"], args["v"], causal=args["causal"], scale=args["scale"],
-              out=outs["out"])
+              out=outs["out"], tma=args["tma"])
 
 
 def _oracle(args):
@@ -514,6 +618,30 @@ def _variants(causal: bool):
                                    divisible_by_16=DIVISIBLE))
         return out
     return variants
+
+
+def descriptor_variants(arch, causal: bool) -> list[Variant]:
+    """The tensor-descriptor (TMA) launches of an arch whose table picks them (sm_90a, sm_100a).
+
+    Kept apart from the case's variants: portcheck compile declares stand-in arguments from a
+    signature and has none for tensordesc<...> yet; tests/test_attention_kv.py builds these.
+    """
+    family = arch_family(arch.backend, arch.triton_arch)
+    out = []
+    for dtype in DTYPES:
+        for head_dim in HEAD_DIMS:
+            cfg = ATTENTION_CONFIGS[family][head_dim]
+            if not cfg.tma:
+                continue
+            q_desc = f"tensordesc<{fmt(dtype).triton_name}[1, 1, {cfg.block_m}, {head_dim}]>"
+            kv_desc = f"tensordesc<{fmt(dtype).triton_name}[1, 1, {cfg.block_n}, {head_dim}]>"
+            sig = {"q_desc": q_desc, "k_desc": kv_desc, "v_desc": kv_desc, "o_desc": q_desc,
+                   "qk_scale": "fp32", "heads_q": "i32", "group": "i32", "seq_k": "i32"}
+            out.append(Variant(attention_fwd_tma_kernel, sig,
+                               {"HEAD_DIM": head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+                                "CAUSAL": causal}, cfg.num_warps, cfg.num_stages, dict(cfg.options),
+                               label=f"{dtype} d={head_dim} {'causal' if causal else 'full'} tma"))
+    return out
 
 
 def _bench(causal: bool) -> tuple:

@@ -212,13 +212,14 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
                            block_tables: torch.Tensor, context_lens: torch.Tensor, *,
                            scale: float | None = None, out: torch.Tensor | None = None,
                            max_context_len: int | None = None, num_splits: int | None = None,
-                           validate: bool = True) -> torch.Tensor:
+                           validate: bool = True, config: DecodeConfig | None = None) -> torch.Tensor:
     """Decode attention through a paged cache; output in query's dtype.
 
     max_context_len: the longest context (as vLLM passes it); default: the block table's
     capacity. num_splits: force a split count (default: chosen to fill the device).
     validate: read block_tables and context_lens back and refuse out-of-range values (one
     device sync); a serving loop that builds its tables itself may turn it off.
+    config: replaces the table's entry (for tuning sweeps).
     """
     check_tensor("query", query, 3, "[num_seqs, heads_q, head_dim]", tuple(DTYPES.values()))
     check_tensor("key_cache", key_cache, 4, "[num_blocks, block_size, heads_kv, head_dim]", (query.dtype,))
@@ -272,7 +273,9 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     if num_seqs == 0 or max_context_len == 0:
         return out
 
-    cfg = DECODE_CONFIGS[active_family()]
+    cfg = config or DECODE_CONFIGS[active_family()]
+    if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
+        raise ValueError(f"BLOCK_N must be a power of two of at least 16 (tl.dot), got {cfg.block_n}")
     programs = num_seqs * heads_kv
     if num_splits is None:
         num_splits = choose_splits(programs, max_context_len, cfg.block_n,
