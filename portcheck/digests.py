@@ -6,9 +6,9 @@ its error against float64, and for small outputs the bytes themselves (base64). 
 different vendors then hold outputs of identical inputs, and `portcheck diff` compares them
 bit for bit and in ULP.
 
-The inputs are the first DIGEST_EXAMPLES distinct specs of a derandomized hypothesis draw under a
-budget of DIGEST_MAX_ELEMENTS elements per tensor: the same on every machine with the same
-hypothesis and portcheck. A machine with another hypothesis version draws other specs; set
+The inputs are the first DIGEST_EXAMPLES distinct specs of a derandomized hypothesis draw under the
+smallest element budget of BUDGETS the case's strategy accepts: the same on every machine with the
+same hypothesis and portcheck. A machine with another hypothesis version draws other specs; set
 PORTCHECK_DIGEST_SPECS to a results.jsonl from the other machine and its specs are reused.
 PORTCHECK_DIGESTS sets how many specs are digested (0: none).
 """
@@ -30,8 +30,8 @@ from .errors import UsageError
 DIGEST_EXAMPLES = 4           # specs digested per case x dtype on a GPU
 INTERPRETER_DIGESTS = 2       # and in the interpreter, where every launch is slow
 DRAWS = 24                    # examples drawn (cheap: no kernel runs) to find the distinct specs
-DIGEST_MAX_ELEMENTS = 256     # small inputs, so that outputs are small enough to keep whole
-KEEP_BYTES = 2048             # outputs up to this many bytes keep their bytes in the record
+BUDGETS = (256, 1024, 4096, 16384)   # elements per tensor: the smallest a case's strategy can draw
+KEEP_BYTES = 4096             # outputs up to this many bytes keep their bytes in the record
 SPECS_ENV = "PORTCHECK_DIGEST_SPECS"
 
 
@@ -57,21 +57,35 @@ def canonical(spec: dict) -> str:
     return json.dumps(spec, sort_keys=True, default=str)
 
 
-def draw_specs(case: Case, dtype: str, count: int = DIGEST_EXAMPLES) -> list[dict]:
-    """The first `count` distinct specs of a derandomized draw (no kernel runs here)."""
+def _draw(case: Case, dtype: str, count: int, budget: int) -> list[dict]:
     drawn: dict[str, dict] = {}
 
     # a fixed max_examples keeps the derandomized sequence the same whatever `count` is, so the
     # interpreter's fewer specs are the first of a GPU run's
     @hypothesis.settings(max_examples=DRAWS, derandomize=True, database=None, deadline=None,
                          phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @hypothesis.given(case.inputs(dtype, DIGEST_MAX_ELEMENTS))
+    @hypothesis.given(case.inputs(dtype, budget))
     def draw(spec):
         if len(drawn) < count:
             drawn.setdefault(canonical(spec), spec)
 
     draw()
     return list(drawn.values())
+
+
+def draw_specs(case: Case, dtype: str, count: int = DIGEST_EXAMPLES) -> tuple[list[dict], int]:
+    """The first `count` distinct specs of a derandomized draw (no kernel runs here), under the
+    smallest budget of BUDGETS the case's strategy can draw from, and that budget."""
+    problems = []
+    for budget in BUDGETS:
+        try:
+            specs = _draw(case, dtype, count, budget)
+        except Exception as exc:  # noqa: BLE001 - a strategy whose smallest shape needs more
+            problems.append(f"{budget}: {type(exc).__name__}")
+            continue
+        if specs:
+            return specs, budget
+    raise ValueError(f"no spec drawn within {BUDGETS[-1]} elements ({'; '.join(problems)})")
 
 
 @lru_cache(maxsize=4)
@@ -90,8 +104,8 @@ def specs_for(case: Case, dtype: str, count: int) -> tuple[list[dict], str]:
     path = os.environ.get(SPECS_ENV)
     if path:
         return _specs_file(path).get((case.name, dtype), [])[:count], f"specs from {path}"
-    return draw_specs(case, dtype, count), (f"hypothesis {hypothesis.__version__}, derandomized, "
-                                            f"max_elements={DIGEST_MAX_ELEMENTS}")
+    specs, budget = draw_specs(case, dtype, count)
+    return specs, f"hypothesis {hypothesis.__version__}, derandomized, max_elements={budget}"
 
 
 def tensor_bytes(t: torch.Tensor) -> bytes:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from portcheck import cases, cli, digests
-from portcheck.digests import DIGEST_MAX_ELEMENTS, describe_output, draw_specs, specs_for
+from portcheck.digests import BUDGETS, describe_output, draw_specs, specs_for
 from report_records import real_run, runtime, write
 
 
@@ -43,11 +43,27 @@ def nudge(output: dict, index: int, ulps: int) -> None:
 
 def test_digest_specs_are_fixed_and_small():
     case = cases.get("softmax")
-    a, b = draw_specs(case, "fp16", 4), draw_specs(case, "fp16", 4)
-    assert a == b and len(a) == 4
-    assert draw_specs(case, "fp16", 2) == a[:2]     # the interpreter's specs are the GPU's first ones
-    assert all(s["rows"] * s["cols"] <= DIGEST_MAX_ELEMENTS for s in a)
+    (a, budget), (b, _) = draw_specs(case, "fp16", 4), draw_specs(case, "fp16", 4)
+    assert a == b and len(a) == 4 and budget == BUDGETS[0]
+    assert draw_specs(case, "fp16", 2)[0] == a[:2]     # the interpreter's specs are the GPU's first ones
+    assert all(s["rows"] * s["cols"] <= budget for s in a)
     assert len({json.dumps(s, sort_keys=True) for s in a}) == 4
+
+
+def test_a_case_that_needs_more_elements_gets_the_next_budget():
+    """A strategy whose smallest input is over the first budget draws under the next one."""
+    from hypothesis import strategies as st
+
+    from portcheck.cases import Case
+
+    def inputs(dtype, max_elements):
+        if max_elements < 1000:
+            return st.sampled_from([])          # what a real strategy does with too small a budget
+        return st.fixed_dictionaries({"dtype": st.just(dtype), "n": st.integers(1000, max_elements),
+                                      "seed": st.integers(0, 9)})
+    case = Case("big_only", "test", ("fp32",), inputs, None, None, None, None, None, None)
+    specs, budget = draw_specs(case, "fp32", 3)
+    assert budget == 1024 and len(specs) == 3 and all(1000 <= s["n"] <= 1024 for s in specs)
 
 
 def test_small_outputs_are_kept_large_ones_only_hashed():
