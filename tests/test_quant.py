@@ -179,6 +179,8 @@ def test_empty_inputs_launch_nothing():
     assert q.shape == (0, 16) and s.shape == (0, 1)
     q, s = Q.quant_per_tensor(torch.empty(4, 0, device=DEVICE), torch.int8)
     assert q.shape == (4, 0) and s.item() == Q.min_scale_of(torch.int8)
+    q, s = Q.quant_per_token(torch.empty(3, 0, device=DEVICE))
+    assert q.shape == (3, 0) and s.flatten().tolist() == [Q.min_scale_of(torch.int8)] * 3
 
 
 def test_tie_regime_exercises_round_half_to_even():

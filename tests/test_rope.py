@@ -44,6 +44,7 @@ def q(*shape, dtype=torch.float16):
     (lambda: R.rotary_embedding(POS, q(T, HQ, D), None, D, CACHE, True, query_out=q(T, HQ + 1, D)),
      ["query_out is (4, 3, 16)", "expected (4, 2, 16)"]),
     (lambda: R.rotary_embedding(POS, q(T, HQ, D), None, 0, CACHE), ["head_size 0 is outside"]),
+    (lambda: R.rotary_embedding(POS.to("meta"), q(T, HQ, D), None, D, CACHE), ["positions is on meta"]),
 ])
 def test_bad_input_is_refused_before_launch(no_launch, call, words):
     with pytest.raises(ValueError) as info:

@@ -81,6 +81,8 @@ def gated(x: torch.Tensor, activation: str = "silu", out: torch.Tensor | None = 
     if tuple(out.shape) != (n_rows, d) or out.dtype != x.dtype:
         raise ValueError(f"out is {tuple(out.shape)} {out.dtype}; expected {(n_rows, d)} {x.dtype}")
     check_2d("out", out, (x.dtype,))
+    if out.device != x.device:
+        raise ValueError(f"out is on {out.device} but x is on {x.device}")
     if n_rows == 0 or d == 0:
         return out
     cfg = config(n_rows, d, warp_size())

@@ -274,6 +274,12 @@ def _check_out(name: str, t: torch.Tensor, shape, dtype) -> None:
         raise ValueError(f"{name} has dtype {t.dtype}, expected {dtype}")
 
 
+def _check_device(x: torch.Tensor, **others) -> None:
+    for name, t in others.items():
+        if t.device != x.device:
+            raise ValueError(f"{name} is on {t.device} but the input is on {x.device}")
+
+
 def _check_scale(name: str, s: torch.Tensor, numel: int, shape_text: str) -> None:
     if s.dtype != torch.float32:
         raise ValueError(f"{name} must be float32, got {s.dtype}")
@@ -294,7 +300,9 @@ def quant_per_token(x: torch.Tensor, out_dtype: torch.dtype = torch.int8, q: tor
     if q.stride(-1) != 1:
         raise ValueError(f"q must have unit stride along its last dimension, got strides {q.stride()}")
     _check_scale("scale", scale, n_rows, "[rows, 1]")
+    _check_device(x, q=q, scale=scale)
     if n_rows == 0 or n_cols == 0:
+        scale.fill_(min_scale_of(out_dtype))      # an empty row has amax 0: the floor
         return q, scale
     qmax, floor, is_int8 = qmax_of(out_dtype), min_scale_of(out_dtype), out_dtype == torch.int8
     cfg = row_config(n_cols, warp_size(), long_rows, chunk)
@@ -330,6 +338,7 @@ def quant_per_tensor(x: torch.Tensor, out_dtype: torch.dtype, scale: torch.Tenso
     else:
         scale_buf = torch.empty((1,), dtype=torch.float32, device=x.device) if scale_out is None else scale_out
         _check_scale("scale_out", scale_buf, 1, "one-element")
+    _check_device(x, q=q, scale=scale_buf)
     if n_rows == 0 or n_cols == 0:
         if not static:
             scale_buf.fill_(min_scale_of(out_dtype))
@@ -372,6 +381,7 @@ def dequant(q: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype = torch
     _check_out("out", out, (n_rows, n_cols), out_dtype)
     if out.stride(-1) != 1:
         raise ValueError(f"out must have unit stride along its last dimension, got strides {out.stride()}")
+    _check_device(q, scale=scale, out=out)
     if n_rows == 0 or n_cols == 0:
         return out
     cfg = tile_config(n_rows, n_cols, warp_size())

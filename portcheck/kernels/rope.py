@@ -168,6 +168,10 @@ def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Te
     if key_out is not None:
         _check_pair("key", key, key_out)
         ko3 = _heads_view("key_out", key_out, tokens, head_size)
+    for name, t in (("positions", positions), ("key", key), ("cos_sin_cache", cos_sin_cache),
+                    ("query_out", query_out), ("key_out", key_out)):
+        if t is not None and t.device != query.device:
+            raise ValueError(f"{name} is on {t.device} but query is on {query.device}")
     result = (query_out if out_of_place else query, key_out if out_of_place else key)
     if tokens == 0:
         return result
