@@ -20,22 +20,13 @@ from portcheck.compare import compare
 from portcheck.runner import upcast
 from portcheck.targets.archs import ARCHS
 
-INTERPRETER = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-DEVICE = "cpu" if INTERPRETER else ("cuda" if torch.cuda.is_available() else None)
-needs_device = pytest.mark.skipif(DEVICE is None, reason="kernels run on a GPU or the interpreter only")
-
-
-class _NoLaunch:
-    def __getitem__(self, grid):
-        raise AssertionError("the launcher launched a kernel for bad input")
-
+from launching import DEVICE, forbid_launches, needs_device
 
 @pytest.fixture
 def no_launch(monkeypatch):
-    monkeypatch.setattr(A, "attention_fwd_kernel", _NoLaunch())
-    monkeypatch.setattr(P, "paged_decode_kernel", _NoLaunch())
-    monkeypatch.setattr(P, "paged_decode_reduce_kernel", _NoLaunch())
-    monkeypatch.setattr(K, "reshape_and_cache_kernel", _NoLaunch())
+    forbid_launches(monkeypatch, A, "attention_fwd_kernel")
+    forbid_launches(monkeypatch, P, "paged_decode_kernel", "paged_decode_reduce_kernel")
+    forbid_launches(monkeypatch, K, "reshape_and_cache_kernel")
 
 
 def _t(*shape, dtype=torch.float16):

@@ -12,6 +12,15 @@ def csv(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
 
+def check_dtypes(selected, dtypes) -> None:
+    """Each named dtype must be known and taken by at least one selected case."""
+    from ..dtypes import fmt
+    for d in dtypes or ():
+        fmt(d)  # an unknown name is a usage error listing the known ones
+        if not any(d in c.dtypes for c in selected):
+            raise UsageError(f"no selected kernel takes dtype {d!r}")
+
+
 def writable_dir(path: str | Path) -> Path:
     """Create (if needed) and check an output directory before any work starts."""
     path = Path(path)

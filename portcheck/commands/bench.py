@@ -15,13 +15,12 @@ from pathlib import Path
 
 from .. import cases as registry
 from .. import results
-from ..dtypes import fmt
 from ..errors import UsageError
 from ..matrix import Matrix, load
 from ..report import atomic_write
 from ..targets.archs import ARCHS, parse_archs
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
-from ._common import csv, timestamped, writable_dir
+from ._common import check_dtypes, csv, timestamped, writable_dir
 
 NAME = "bench"
 HELP = "time kernels on this GPU against measured ceilings, baselines and the roofline"
@@ -72,10 +71,7 @@ def _plan(args, matrix: Matrix, settings):
     from ..benchrun import plan
     selected = registry.select(csv(args.kernel) or matrix.kernels)
     dtypes = csv(args.dtype) or None
-    for d in dtypes or ():
-        fmt(d)
-        if not any(d in c.dtypes for c in selected):
-            raise UsageError(f"no selected kernel takes dtype {d!r}")
+    check_dtypes(selected, dtypes)
     if args.spec:
         try:
             spec = json.loads(args.spec)

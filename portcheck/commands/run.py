@@ -18,14 +18,13 @@ from pathlib import Path
 
 from .. import cases as registry
 from .. import results
-from ..dtypes import fmt
 from ..errors import UsageError
 from ..matrix import PROFILES, Matrix, load
 from ..overrides import load as load_overrides
 from ..report import atomic_write, markdown
 from ..supervise import EXIT_CONTEXT_LOST, announce, inflight_path, supervise
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
-from ._common import csv, timestamped, writable_dir
+from ._common import check_dtypes, csv, timestamped, writable_dir
 
 NAME = "run"
 HELP = "check kernels against float64 oracles on this machine's targets and write a report"
@@ -65,10 +64,7 @@ def _plan(args) -> tuple[Matrix, list[str], list, list[str] | None]:
     targets = list(dict.fromkeys(resolve(t) for t in targets))
     selected = registry.select(csv(args.kernel) or matrix.kernels)
     dtypes = csv(args.dtype) or matrix.dtypes or None
-    for d in dtypes or ():
-        fmt(d)  # unknown names are a usage error
-        if not any(d in c.dtypes for c in selected):
-            raise UsageError(f"no selected kernel takes dtype {d!r}")
+    check_dtypes(selected, dtypes)
     if matrix.overrides:
         load_overrides(matrix.overrides)  # an invalid or expired entry stops the run before it starts
     if args.replay:
