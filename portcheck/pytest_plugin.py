@@ -352,14 +352,26 @@ def portcheck_compile_records(request, tmp_path_factory):
     command = shlex.join(["pytest", *sys.argv[1:]])
 
     def run(claim, publish):
+        from .results import append_many
+        unwritten = []
+
         def keep(r):
             publish(r)
+            if results_path is None:
+                return
+            unwritten.append(r.to_dict())
+            if len(unwritten) >= 64:          # one write and fsync per batch
+                append_many(results_path, unwritten)
+                unwritten.clear()
+        try:
+            compile_tasks(tasks, settings, on_result=keep, command=command, overrides=state.overrides,
+                          claim=claim)
+        finally:
             if results_path is not None:
-                from .results import append
-                append(results_path, r.to_dict())
-        compile_tasks(tasks, settings, on_result=keep, command=command, overrides=state.overrides,
-                      claim=claim)
-    return SharedRecords(str(share), tasks, run)
+                append_many(results_path, unwritten)
+    shared = SharedRecords(str(share), tasks, run)
+    request.addfinalizer(shared.join)     # every record written before the report is
+    return shared
 
 
 def pytest_report_header(config):

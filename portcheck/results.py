@@ -48,7 +48,14 @@ class Result:
 
 
 def append(path: Path, record: dict) -> None:
-    line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
+    append_many(path, [record])
+
+
+def append_many(path: Path, records: list[dict]) -> None:
+    """Several records with one write and one fsync (a compile matrix writes thousands)."""
+    if not records:
+        return
+    line = "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in records).encode()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

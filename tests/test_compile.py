@@ -202,6 +202,37 @@ def test_compiles_run_with_triton_interpret_unset(monkeypatch):
     assert r.verdict == "pass" and r.metrics["registers"] > 0
 
 
+def _gpu_arch():
+    import torch
+    if not torch.cuda.is_available():
+        return None
+    from portcheck.targets.archs import arch_from_cuda_capability, arch_from_gcn_name
+    if torch.version.hip:
+        return arch_from_gcn_name(torch.cuda.get_device_properties(0).gcnArchName)
+    return arch_from_cuda_capability(*torch.cuda.get_device_capability(0))
+
+
+@pytest.mark.skipif(_gpu_arch() not in ARCHS, reason="needs a GPU of one of the ten archs")
+def test_extraction_agrees_with_the_driver():
+    """On a real GPU: the registers read from the cross-compiled binary are those the driver
+    reports for the same kernel compiled by the JIT and loaded on the device."""
+    import torch
+    arch = _gpu_arch()
+    a = torch.randn(128, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    c = torch.empty(128, 128, device="cuda", dtype=torch.float32)
+    with recording(execute=True) as rec:
+        jitted = lint_kernels.tile_dot[(1,)](a, b, c, 256, BM=128, BN=128, BK=32, PRECISION="ieee")
+    torch.cuda.synchronize()
+    assert torch.allclose(c, a.float() @ b.float(), rtol=1e-2, atol=1e-1)    # it really ran
+    (v,) = rec.variants()
+    (r,) = compile_tasks([variant_task(v, arch, case="driver")], CompileSettings(jobs=1))
+    assert r.verdict == "pass"
+    assert r.metrics["registers"] == jitted.n_regs
+    assert (r.metrics["spill_bytes"] > 0) == (jitted.n_spills > 0)
+    assert r.metrics["shared"] == jitted.metadata.shared
+
+
 # ---- capture: a kernel with no declared signature ---------------------------------------------
 
 def test_capture_records_each_distinct_specialization():

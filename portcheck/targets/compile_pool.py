@@ -281,6 +281,10 @@ class SharedRecords:
         self.thread = threading.Thread(target=work, name="portcheck-compile", daemon=True)
         self.thread.start()
 
+    def join(self) -> None:
+        """Wait for this process's share of the compiles (and its writes) to finish."""
+        self.thread.join()
+
     def _path(self, i: int, ext: str):
         return os.path.join(self.dir, f"{i}.{ext}")
 
