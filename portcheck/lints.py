@@ -170,7 +170,7 @@ def findings(raw: dict, arch, options: dict, config: LintConfig = DEFAULT) -> li
     spill = raw.get("spill_bytes") or 0
     spill_count = raw.get("spill_count") or 0
     if spill > config.thresholds["spills"] or (spill_count and config.thresholds["spills"] == 0):
-        detail = f"{raw.get('spill_count')} registers spilled, " if spill_count else ""
+        detail = f"{spill_count} VGPRs spilled, " if spill_count else ""
         add("spills", f"{detail}{spill} B of {'scratch' if arch.is_amd else 'stack'} per thread "
                       f"(threshold {config.thresholds['spills']:g} B)")
     family = raw.get("matrix_family") or "none"

@@ -684,8 +684,10 @@ def to_result(task: Task, raw: dict, lints: LintConfig = DEFAULT_LINTS, command:
     status = raw.get("status", "error")
     if status == "ok":
         if arch.is_amd:
+            # VGPR spills go to scratch memory; SGPR spills go to VGPR lanes first (cheap), so
+            # they stay in the metrics (sgpr_spill_count) and are not counted as spills
             raw["spill_bytes"] = raw.get("scratch_bytes", 0)
-            raw["spill_count"] = raw.get("vgpr_spill_count", 0) + raw.get("sgpr_spill_count", 0)
+            raw["spill_count"] = raw.get("vgpr_spill_count", 0)
         else:
             raw["spill_bytes"] = max(raw.get("stack_bytes") or 0, raw.get("local_bytes") or 0)
         raw["threads"] = (raw.get("num_warps") or 0) * (raw.get("warp_size") or arch.warp_size)
