@@ -54,3 +54,34 @@ def check_out(name: str, t, shape, dtype) -> None:
         raise ValueError(f"{name} must be {dtype} of shape {tuple(shape)}, got {t.dtype} {tuple(t.shape)}")
     if t.numel() and t.stride(-1) != 1:
         raise ValueError(f"{name} must have unit stride along its last dimension, got strides {t.stride()}")
+
+
+INTERPRETER_PROGRAMS = 2   # persistent grids on the interpreter: few, so each program loops over rows
+
+
+@lru_cache(maxsize=None)
+def _compute_units(device_index: int) -> int:
+    import torch
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def check_programs(programs) -> None:
+    """A program count given to a persistent launcher: None (the default), or a positive int."""
+    if programs is not None and (isinstance(programs, bool) or not isinstance(programs, int) or programs < 1):
+        raise ValueError(f"programs must be a positive int, got {programs!r}")
+
+
+def persistent_programs(n_rows: int, device, per_unit: int, programs: int | None = None) -> int:
+    """Grid of a kernel whose programs stride over rows: `programs` when given, else `per_unit`
+    per SM (NVIDIA) or CU (AMD) of `device` (INTERPRETER_PROGRAMS off the GPU); at most n_rows."""
+    check_programs(programs)
+    if programs is None:
+        if interpreted() or device.type != "cuda":
+            programs = INTERPRETER_PROGRAMS
+        else:
+            index = device.index
+            if index is None:
+                import torch
+                index = torch.cuda.current_device()
+            programs = per_unit * _compute_units(index)
+    return max(1, min(n_rows, programs))
