@@ -13,10 +13,16 @@ from ..cases import Case, Cost, Variant, register
 from ..mathacc.functions import documented_bound
 from ..oracles.softmax import softmax as softmax_ref
 from ..tolerance import Tolerance, fmt
-from ._launch import check_2d, num_warps_for, warp_size
+from ._launch import check_2d, check_programs, num_warps_for, persistent_programs, warp_size
 
 MAX_FUSED = 32768          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
+LOOP_BLOCK = 8192          # chunk of the long-row loops
+LOOP_PER_THREAD = 8        # chunk elements per thread: 8192 -> 32 warps (NVIDIA), 16 wavefronts (CDNA)
+# Long rows: programs per SM/CU of the persistent grid. Each program has one row in flight,
+# read twice: 132 SMs x 1 x 256 KB (bf16, 131072 columns) fits the H200's 50 MB L2, so the
+# second read hits it; one row per program launched all at once does not.
+PROGRAMS_PER_SM = 1
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -35,40 +41,54 @@ def softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride,
 
 
 @triton.jit
-def softmax_online_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
-    """Pass 1 keeps a running max and a rescaled running sum; pass 2 writes exp(x - m) / s."""
-    row = tl.program_id(0).to(tl.int64)
-    x_row = x_ptr + row * x_stride
-    y_row = y_ptr + row * y_stride
+def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    """Persistent: program p takes rows p, p + P, p + 2P, ... (P programs), so the rows in flight
+    stay in L2 between the passes. Pass 1 keeps a per-lane running max m and sum s of exp(x - m);
+    pass 2 writes exp(x - row_max) * (1 / total). Each pass loads the next chunk before working on
+    the current one, so two chunks per thread are in flight."""
     cols = tl.arange(0, BLOCK)
-    m = tl.full([BLOCK], -float("inf"), tl.float32)
-    s = tl.zeros([BLOCK], tl.float32)
-    has_nan = tl.zeros([BLOCK], tl.int1)
-    for start in range(0, n_cols, BLOCK):
-        x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32)
-        # a running max may drop NaN (max.f32 returns the other operand), so track it apart
-        has_nan = has_nan | (x != x)
-        m_new = tl.maximum(m, x)
-        # lanes still at -inf have nothing to rescale; guard them against (-inf) - (-inf) = NaN
-        scale = tl.where(m_new == -float("inf"), 0.0, tl.exp(m - m_new))
-        s = s * scale + tl.where(m_new == -float("inf"), 0.0, tl.exp(x - m_new))
-        m = m_new
-    row_max = tl.max(m, axis=0)
-    total = tl.sum(tl.where(m == -float("inf"), 0.0, s * tl.exp(m - row_max)), axis=0)
-    total = tl.where(tl.max(has_nan.to(tl.int32), axis=0) > 0, float("nan"), total)
-    for start in range(0, n_cols, BLOCK):
-        mask = start + cols < n_cols
-        x = tl.load(x_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        y = tl.exp(x - row_max) / total
-        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
+        x_row = x_ptr + row64 * x_stride
+        y_row = y_ptr + row64 * y_stride
+        m = tl.full([BLOCK], -float("inf"), tl.float32)
+        s = tl.zeros([BLOCK], tl.float32)
+        # pass 1 reads x from HBM: keep its lines in L2 for pass 2
+        nxt = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_last")
+        for start in range(0, n_cols, BLOCK):
+            x = nxt.to(tl.float32)
+            ahead = start + BLOCK + cols
+            nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=-float("inf"), eviction_policy="evict_last")
+            # one exp per element: e = exp(-|x - m|) is the new term when x <= m, and the factor
+            # that rescales s when x > m (the new term is then exp(0) = 1). A NaN in x makes d,
+            # e and s NaN for good (the max may drop it: max.f32 returns the other operand).
+            # x = -inf adds nothing, and on a lane still at -inf would give (-inf) - (-inf) = NaN.
+            d = x - m
+            e = tl.where(x == -float("inf"), 0.0, tl.exp(-tl.abs(d)))
+            s = tl.where(d > 0, s * e + 1.0, s + e)
+            m = tl.maximum(m, x)
+        row_max = tl.max(m, axis=0)
+        # s >= 1 on a lane that saw a finite or +inf value, 0 on one that saw only -inf (whose
+        # m - row_max may be NaN); a +inf anywhere makes m - row_max NaN on its lane: all NaN,
+        # as IEEE arithmetic gives exp(inf - inf)
+        total = tl.sum(tl.where(s == 0.0, 0.0, s * tl.exp(m - row_max)), axis=0)
+        inv = tl.math.div_rn(1.0, total)   # one rounding here, one in the product below
+        nxt = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_first")
+        for start in range(0, n_cols, BLOCK):
+            x = nxt.to(tl.float32)
+            ahead = start + BLOCK + cols
+            nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=-float("inf"), eviction_policy="evict_first")
+            y = tl.exp(x - row_max) * inv
+            tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=start + cols < n_cols,
+                     eviction_policy="evict_first")
 
 
 def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
     """Launch parameters for a row length on a device with the given warp size."""
     if long_rows or n_cols > MAX_FUSED:
-        block = chunk or min(triton.next_power_of_2(n_cols), 8192)
+        block = chunk or min(triton.next_power_of_2(n_cols), LOOP_BLOCK)
         return {"kernel": softmax_online_kernel, "ROWS": 1, "BLOCK": block,
-                "num_warps": num_warps_for(block, warp)}
+                "num_warps": num_warps_for(block, warp, LOOP_PER_THREAD, most=32)}
     block = triton.next_power_of_2(n_cols)
     rows = max(1, ELEMS_PER_PROGRAM // block)
     return {"kernel": softmax_rows_kernel, "ROWS": rows, "BLOCK": block,
@@ -76,9 +96,13 @@ def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = 
 
 
 def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool = False,
-            chunk: int | None = None) -> torch.Tensor:
-    """softmax(x) along the last dim of a 2-D tensor (fp32 math, output in x's dtype)."""
+            chunk: int | None = None, programs: int | None = None) -> torch.Tensor:
+    """softmax(x) along the last dim of a 2-D tensor (fp32 math, output in x's dtype).
+
+    Long rows run a persistent grid of `programs` programs (default PROGRAMS_PER_SM per SM/CU;
+    n_rows or more gives one row per program)."""
     check_2d("x", x, tuple(DTYPES.values()))
+    check_programs(programs)
     out = torch.empty_like(x) if out is None else out
     check_2d("out", out, (x.dtype,))
     if out.shape != x.shape:
@@ -92,8 +116,9 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool
         softmax_rows_kernel[grid](x, out, n_rows, n_cols, x.stride(0), out.stride(0),
                                   ROWS=cfg["ROWS"], BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
     else:
-        softmax_online_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0),
-                                         BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
+        grid = (persistent_programs(n_rows, x.device, PROGRAMS_PER_SM, programs),)
+        softmax_online_kernel[grid](x, out, n_rows, n_cols, x.stride(0), out.stride(0),
+                                    BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
     return out
 
 
@@ -135,14 +160,18 @@ def _oracle(args):
 # the vendors' documented exp bounds (portcheck math measures it); the argument's rounding,
 # which dominates for large |x - m|, is a separate term of the formula below.
 EXP_ULP = max(documented_bound("exp", vendor) for vendor in ("nvidia", "amd"))
+# the normalisation, in units of u(fp32): the short-row kernel's fp32 `/` lowers to div.full.f32
+# on NVIDIA (PTX ISA: 2 ULP, i.e. 4u); the long-row kernel rounds 1/total once (div_rn) and each
+# product once (2u)
+DIV_U = 4
 
 
 def _tolerance(args, refs, dtype):
-    """Per element: u(out) + (n + EXP_ULP + 2 + 2|x_i - m| + 2 sum_j y_j |x_j - m|) u(fp32).
+    """Per element: u(out) + (n + EXP_ULP + 1 + DIV_U + 2|x_i - m| + 2 sum_j y_j |x_j - m|) u(fp32).
 
     exp(t) computed as 2^(t*log2 e) has relative error |t| u from rounding its argument, and
     x_i - m adds another |x_i - m| u; the row sum inherits the y-weighted mean of those errors
-    and n u from summation; the division and the final rounding add u(fp32) and u(out).
+    and n u from summation; the normalisation adds DIV_U u(fp32) and the final rounding u(out).
     """
     x = args["x"]
     m = x.amax(dim=-1, keepdim=True)
@@ -151,9 +180,10 @@ def _tolerance(args, refs, dtype):
     weighted = (y * dist).sum(dim=-1, keepdim=True)
     n = x.shape[-1]
     u32, uo = fmt("fp32").unit_roundoff, fmt(dtype).unit_roundoff
-    rtol = uo + (n + EXP_ULP + 2 + 2 * dist + 2 * weighted) * u32
-    formula = (f"rtol_i = u({dtype}) + (n + {EXP_ULP} + 2 + 2|x_i-m| + 2 sum_j y_j|x_j-m|) u(fp32), "
-               f"n = {n}; atol = tiny({dtype})")
+    rtol = uo + (n + EXP_ULP + 1 + DIV_U + 2 * dist + 2 * weighted) * u32
+    formula = (f"rtol_i = u({dtype}) + (n + {EXP_ULP} + 1 + {DIV_U} + 2|x_i-m| + 2 sum_j y_j|x_j-m|) u(fp32), "
+               f"n = {n}; atol = tiny({dtype}) (normalisation: div.full.f32 2 ULP, or a div_rn "
+               f"reciprocal and a product)")
     return {"y": Tolerance(rtol, fmt(dtype).tiny, formula)}
 
 
@@ -183,13 +213,17 @@ def _variants(long_rows: bool):
             for n in ((8192, 131072) if long_rows else (128, 1000, 4096, 32768)):
                 cfg = config(n, arch.warp_size, long_rows)
                 t = "*" + fmt(dtype).triton_name
-                sig = {"x_ptr": t, "y_ptr": t, "n_cols": "i32", "x_stride": "i32", "y_stride": "i32"}
+                # both kernels take n_rows: the short-row grid to mask, the persistent grid to stride
+                sig = {"x_ptr": t, "y_ptr": t, "n_rows": "i32", "n_cols": "i32", "x_stride": "i32",
+                       "y_stride": "i32"}
                 if cfg["kernel"] is softmax_rows_kernel:
-                    sig = {"x_ptr": t, "y_ptr": t, "n_rows": "i32", **{k: v for k, v in sig.items() if k not in ("x_ptr", "y_ptr")}}
                     consts = {"ROWS": cfg["ROWS"], "BLOCK": cfg["BLOCK"]}
+                    divisible = ()
                 else:
                     consts = {"BLOCK": cfg["BLOCK"]}
-                out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=f"{dtype} n={n}"))
+                    divisible = tuple(sig)   # as the bench launches it: aligned rows, loads vectorize
+                out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=f"{dtype} n={n}",
+                                   divisible_by_16=divisible))
         return out
     return variants
 
