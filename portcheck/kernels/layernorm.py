@@ -16,11 +16,17 @@ from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
 from ..oracles.norms import layer_norm as layer_norm_ref
 from ..tolerance import Tolerance, fmt
-from ._launch import check_2d, check_out, check_vector, num_warps_for, warp_size
+from ._launch import (check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs,
+                      warp_size)
 
 MAX_FUSED = 16384          # longest row held in registers (x, and w and b, as fp32) by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
-LOOP_BLOCK = 4096          # chunk of the looped kernel
+LOOP_BLOCK = 8192          # chunk of the looped kernel
+LOOP_PER_THREAD = 8        # chunk elements per thread: 8192 -> 32 warps (NVIDIA), 16 wavefronts (CDNA)
+# Long rows: programs per SM/CU of the persistent grid. Each program has one row in flight,
+# read twice: 132 SMs x 1 x 256 KB (bf16, 131072 columns) fits the H200's 50 MB L2, so the
+# second read hits it; one row per program launched all at once does not.
+PROGRAMS_PER_SM = 1
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 EPSILONS = (1e-5, 1e-6, 1e-12)
 
@@ -52,50 +58,62 @@ def layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows
 
 
 @triton.jit
-def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
+def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols,
                             x_stride, y_stride, eps,
                             HAS_W: tl.constexpr, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = x_ptr + row * x_stride
-    y_row = y_ptr + row * y_stride
+    """Persistent: program p takes rows p, p + P, p + 2P, ... (P programs), so the rows in flight
+    stay in L2 between the passes. Each pass loads the next chunk before working on the current
+    one, so two chunks per thread are in flight."""
     cols = tl.arange(0, BLOCK)
-    # pass 1: Welford per lane. Every lane sees the same count on full chunks, so the update
-    # multiplies by one scalar reciprocal instead of dividing per element.
-    mean = tl.zeros([BLOCK], tl.float32)
-    m2 = tl.zeros([BLOCK], tl.float32)
     n_full = n_cols // BLOCK
-    for i in range(0, n_full):
-        x = tl.load(x_row + i * BLOCK + cols).to(tl.float32)
-        delta = x - mean
-        mean += delta * (1.0 / (i + 1))
-        m2 += delta * (x - mean)
-    count = tl.zeros([BLOCK], tl.float32) + n_full
     tail = n_full * BLOCK
-    if tail < n_cols:
-        ok = tail + cols < n_cols
-        x = tl.load(x_row + tail + cols, mask=ok, other=0.0).to(tl.float32)
-        count += ok.to(tl.float32)
-        delta = tl.where(ok, x - mean, 0.0)
-        mean += delta / tl.maximum(count, 1.0)
-        m2 += delta * (x - mean)
-    # lanes -> row: the parallel-variance formula over groups (Chan, Golub & LeVeque),
-    # M2 = sum_j M2_j + sum_j n_j (mean_j - mean)^2, with plain sums
-    row_mean = tl.sum(count * mean, axis=0) / n_cols
-    spread = mean - row_mean
-    row_m2 = tl.sum(m2, axis=0) + tl.sum(count * spread * spread, axis=0)
-    rstd = tl.math.rsqrt(row_m2 / n_cols + eps)
-    tl.store(mean_ptr + row, row_mean)
-    tl.store(rstd_ptr + row, rstd)
-    # pass 2: normalise
-    for start in range(0, n_cols, BLOCK):
-        ok = start + cols < n_cols
-        x = tl.load(x_row + start + cols, mask=ok, other=0.0).to(tl.float32)
-        y = (x - row_mean) * rstd
-        if HAS_W:
-            y = y * tl.load(w_ptr + start + cols, mask=ok, other=0.0).to(tl.float32)
-        if HAS_B:
-            y = y + tl.load(b_ptr + start + cols, mask=ok, other=0.0).to(tl.float32)
-        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
+        x_row = x_ptr + row64 * x_stride
+        y_row = y_ptr + row64 * y_stride
+        # pass 1: Welford per lane. Every lane sees the same count on full chunks, so the update
+        # multiplies by one scalar reciprocal instead of dividing per element. It reads x from
+        # HBM: keep its lines in L2 for pass 2.
+        mean = tl.zeros([BLOCK], tl.float32)
+        m2 = tl.zeros([BLOCK], tl.float32)
+        nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
+        for i in range(0, n_full):
+            x = nxt.to(tl.float32)
+            ahead = (i + 1) * BLOCK + cols
+            nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_last")
+            delta = x - mean
+            mean += delta * (1.0 / (i + 1))
+            m2 += delta * (x - mean)
+        count = tl.zeros([BLOCK], tl.float32) + n_full
+        if tail < n_cols:
+            ok = tail + cols < n_cols
+            x = nxt.to(tl.float32)   # the partial chunk, loaded by the last step (or before the loop)
+            count += ok.to(tl.float32)
+            delta = tl.where(ok, x - mean, 0.0)
+            mean += delta / tl.maximum(count, 1.0)
+            m2 += delta * (x - mean)
+        # lanes -> row: the parallel-variance formula over groups (Chan, Golub & LeVeque),
+        # M2 = sum_j M2_j + sum_j n_j (mean_j - mean)^2, with plain sums
+        row_mean = tl.sum(count * mean, axis=0) / n_cols
+        spread = mean - row_mean
+        row_m2 = tl.sum(m2, axis=0) + tl.sum(count * spread * spread, axis=0)
+        rstd = tl.math.rsqrt(row_m2 / n_cols + eps)
+        tl.store(mean_ptr + row64, row_mean)
+        tl.store(rstd_ptr + row64, rstd)
+        # pass 2: normalise; x is read for the last time and y is not read again here, while
+        # weight and bias are read by every row
+        nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")
+        for start in range(0, n_cols, BLOCK):
+            ok = start + cols < n_cols
+            x = nxt.to(tl.float32)
+            ahead = start + BLOCK + cols
+            nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_first")
+            y = (x - row_mean) * rstd
+            if HAS_W:
+                y = y * tl.load(w_ptr + start + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            if HAS_B:
+                y = y + tl.load(b_ptr + start + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
 
 
 def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
@@ -103,7 +121,7 @@ def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = 
     if long_rows or n_cols > MAX_FUSED:
         block = chunk or min(triton.next_power_of_2(n_cols), LOOP_BLOCK)
         return {"kernel": layernorm_looped_kernel, "ROWS": 1, "BLOCK": block,
-                "num_warps": num_warps_for(block, warp)}
+                "num_warps": num_warps_for(block, warp, LOOP_PER_THREAD, most=32)}
     block = triton.next_power_of_2(n_cols)
     rows = max(1, ELEMS_PER_PROGRAM // block)
     return {"kernel": layernorm_rows_kernel, "ROWS": rows, "BLOCK": block,
@@ -112,9 +130,14 @@ def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                eps: float = 1e-5, *, out: torch.Tensor | None = None, mean: torch.Tensor | None = None,
-               rstd: torch.Tensor | None = None, long_rows: bool = False, chunk: int | None = None):
-    """LayerNorm of each row of a 2-D tensor (fp32 statistics); returns (y, mean, rstd)."""
+               rstd: torch.Tensor | None = None, long_rows: bool = False, chunk: int | None = None,
+               programs: int | None = None):
+    """LayerNorm of each row of a 2-D tensor (fp32 statistics); returns (y, mean, rstd).
+
+    Long rows run a persistent grid of `programs` programs (default PROGRAMS_PER_SM per SM/CU;
+    n_rows or more gives one row per program)."""
     check_2d("x", x, tuple(DTYPES.values()))
+    check_programs(programs)
     n_rows, n_cols = x.shape
     check_vector("weight", weight, n_cols, x.dtype)
     check_vector("bias", bias, n_cols, x.dtype)
@@ -139,8 +162,9 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.
                                     eps, **flags, ROWS=cfg["ROWS"], BLOCK=cfg["BLOCK"],
                                     num_warps=cfg["num_warps"])
     else:
-        layernorm_looped_kernel[(n_rows,)](x, w, b, out, mean, rstd, n_cols, x.stride(0), out.stride(0),
-                                           eps, **flags, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
+        grid = (persistent_programs(n_rows, x.device, PROGRAMS_PER_SM, programs),)
+        layernorm_looped_kernel[grid](x, w, b, out, mean, rstd, n_rows, n_cols, x.stride(0), out.stride(0),
+                                      eps, **flags, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
     return out, mean, rstd
 
 
@@ -263,16 +287,19 @@ def _variants(long_rows: bool):
                 cfg = config(n, arch.warp_size, long_rows)
                 affine = [(True, True)] + ([(False, False)] if n in (4096, 131072) else [])
                 for has_w, has_b in affine:
+                    # both kernels take n_rows: the short-row grid to mask, the persistent grid to stride
                     sig = {"x_ptr": t, "w_ptr": t, "b_ptr": t, "y_ptr": t, "mean_ptr": "*fp32",
-                           "rstd_ptr": "*fp32"}
-                    if cfg["kernel"] is layernorm_rows_kernel:
-                        sig["n_rows"] = "i32"
-                    sig.update({"n_cols": "i32", "x_stride": "i32", "y_stride": "i32", "eps": "fp32"})
+                           "rstd_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "x_stride": "i32",
+                           "y_stride": "i32", "eps": "fp32"}
                     consts = {"HAS_W": has_w, "HAS_B": has_b, "BLOCK": cfg["BLOCK"]}
+                    divisible = ()
                     if cfg["kernel"] is layernorm_rows_kernel:
                         consts["ROWS"] = cfg["ROWS"]
+                    else:   # as the bench launches it: aligned rows, loads vectorize
+                        divisible = tuple(k for k in sig if k != "eps")
                     label = f"{dtype} n={n}" + ("" if has_w else " no affine")
-                    out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=label))
+                    out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=label,
+                                       divisible_by_16=divisible))
         return out
     return variants
 
