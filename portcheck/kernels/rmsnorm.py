@@ -14,11 +14,17 @@ from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
 from ..oracles.norms import rms_norm as rms_norm_ref
 from ..tolerance import Tolerance, fmt
-from ._launch import check_2d, check_out, check_vector, num_warps_for, warp_size
+from ._launch import (check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs,
+                      warp_size)
 
 MAX_FUSED = 16384          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
-LOOP_BLOCK = 4096          # chunk of the looped kernel
+LOOP_BLOCK = 8192          # chunk of the looped kernel
+LOOP_PER_THREAD = 8        # chunk elements per thread: 8192 -> 32 warps (NVIDIA), 16 wavefronts (CDNA)
+# Long rows: programs per SM/CU of the persistent grid. Each program has one row in flight,
+# read twice: 132 SMs x 1 x 256 KB (bf16, 131072 columns) fits the H200's 50 MB L2, so the
+# second read hits it; one row per program launched all at once does not.
+PROGRAMS_PER_SM = 1
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 EPSILONS = (1e-5, 1e-6, 1e-12)
 REGIMES = ("normal", "large", "tiny", "equal")   # inf/NaN: not a checked input of a normalisation
@@ -43,24 +49,37 @@ def rmsnorm_rows_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_stride,
 
 
 @triton.jit
-def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_cols, x_stride, y_stride, eps,
+def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_stride, y_stride, eps,
                           HAS_W: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = x_ptr + row * x_stride
-    y_row = y_ptr + row * y_stride
+    """Persistent: program p takes rows p, p + P, p + 2P, ... (P programs), so the rows in flight
+    stay in L2 between the passes. Each pass loads the next chunk before working on the current
+    one, so two chunks per thread are in flight."""
     cols = tl.arange(0, BLOCK)
-    squares = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, n_cols, BLOCK):
-        x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=0.0).to(tl.float32)
-        squares += x * x
-    rstd = tl.math.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)
-    tl.store(rstd_ptr + row, rstd)
-    for start in range(0, n_cols, BLOCK):
-        ok = start + cols < n_cols
-        y = tl.load(x_row + start + cols, mask=ok, other=0.0).to(tl.float32) * rstd
-        if HAS_W:
-            y = y * tl.load(w_ptr + start + cols, mask=ok, other=0.0).to(tl.float32)
-        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
+        x_row = x_ptr + row64 * x_stride
+        y_row = y_ptr + row64 * y_stride
+        # pass 1 reads x from HBM: keep its lines in L2 for pass 2
+        squares = tl.zeros([BLOCK], tl.float32)
+        nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
+        for start in range(0, n_cols, BLOCK):
+            x = nxt.to(tl.float32)
+            ahead = start + BLOCK + cols
+            nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_last")
+            squares += x * x
+        rstd = tl.math.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)
+        tl.store(rstd_ptr + row64, rstd)
+        # pass 2: x is read for the last time and y is not read again here, while the weight is
+        # read by every row
+        nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")
+        for start in range(0, n_cols, BLOCK):
+            ok = start + cols < n_cols
+            y = nxt.to(tl.float32) * rstd
+            ahead = start + BLOCK + cols
+            nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_first")
+            if HAS_W:
+                y = y * tl.load(w_ptr + start + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
 
 
 def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
@@ -68,7 +87,7 @@ def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = 
     if long_rows or n_cols > MAX_FUSED:
         block = chunk or min(triton.next_power_of_2(n_cols), LOOP_BLOCK)
         return {"kernel": rmsnorm_looped_kernel, "ROWS": 1, "BLOCK": block,
-                "num_warps": num_warps_for(block, warp)}
+                "num_warps": num_warps_for(block, warp, LOOP_PER_THREAD, most=32)}
     block = triton.next_power_of_2(n_cols)
     rows = max(1, ELEMS_PER_PROGRAM // block)
     return {"kernel": rmsnorm_rows_kernel, "ROWS": rows, "BLOCK": block,
@@ -77,9 +96,13 @@ def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6, *,
              out: torch.Tensor | None = None, rstd: torch.Tensor | None = None,
-             long_rows: bool = False, chunk: int | None = None):
-    """RMSNorm of each row of a 2-D tensor (fp32 accumulation); returns (y, rstd)."""
+             long_rows: bool = False, chunk: int | None = None, programs: int | None = None):
+    """RMSNorm of each row of a 2-D tensor (fp32 accumulation); returns (y, rstd).
+
+    Long rows run a persistent grid of `programs` programs (default PROGRAMS_PER_SM per SM/CU;
+    n_rows or more gives one row per program)."""
     check_2d("x", x, tuple(DTYPES.values()))
+    check_programs(programs)
     n_rows, n_cols = x.shape
     check_vector("weight", weight, n_cols, x.dtype)
     if not (eps >= 0.0 and eps < float("inf")):
@@ -98,9 +121,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
                                   HAS_W=weight is not None, ROWS=cfg["ROWS"], BLOCK=cfg["BLOCK"],
                                   num_warps=cfg["num_warps"])
     else:
-        rmsnorm_looped_kernel[(n_rows,)](x, w, out, rstd, n_cols, x.stride(0), out.stride(0), eps,
-                                         HAS_W=weight is not None, BLOCK=cfg["BLOCK"],
-                                         num_warps=cfg["num_warps"])
+        grid = (persistent_programs(n_rows, x.device, PROGRAMS_PER_SM, programs),)
+        rmsnorm_looped_kernel[grid](x, w, out, rstd, n_rows, n_cols, x.stride(0), out.stride(0), eps,
+                                    HAS_W=weight is not None, BLOCK=cfg["BLOCK"],
+                                    num_warps=cfg["num_warps"])
     return out, rstd
 
 
@@ -204,15 +228,18 @@ def _variants(long_rows: bool):
             for n in ((131072,) if long_rows else (128, 1000, 4096, 16384)):
                 cfg = config(n, arch.warp_size, long_rows)
                 for has_w in (True, False) if n in (4096, 131072) else (True,):
-                    sig = {"x_ptr": t, "w_ptr": t, "y_ptr": t, "rstd_ptr": "*fp32"}
-                    if cfg["kernel"] is rmsnorm_rows_kernel:
-                        sig["n_rows"] = "i32"
-                    sig.update({"n_cols": "i32", "x_stride": "i32", "y_stride": "i32", "eps": "fp32"})
+                    # both kernels take n_rows: the short-row grid to mask, the persistent grid to stride
+                    sig = {"x_ptr": t, "w_ptr": t, "y_ptr": t, "rstd_ptr": "*fp32", "n_rows": "i32",
+                           "n_cols": "i32", "x_stride": "i32", "y_stride": "i32", "eps": "fp32"}
                     consts = {"HAS_W": has_w, "BLOCK": cfg["BLOCK"]}
+                    divisible = ()
                     if cfg["kernel"] is rmsnorm_rows_kernel:
                         consts["ROWS"] = cfg["ROWS"]
+                    else:   # as the bench launches it: aligned rows, loads vectorize
+                        divisible = tuple(k for k in sig if k != "eps")
                     label = f"{dtype} n={n}" + ("" if has_w else " no weight")
-                    out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=label))
+                    out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=label,
+                                       divisible_by_16=divisible))
         return out
     return variants
 
