@@ -1,7 +1,7 @@
 """Not a test (pytest does not collect it): a GPU measurement of the MoE grouped GEMM's tile configs
 at the bench shape, against torch.matmul on a dense GEMM of the same FLOPs.
 
-    python3 tests/moe_sweep.py [--tokens 4096 --experts 64 --top-k 8 --n 14336 --k 4096]
+    python3 tools/sweep_moe.py [--tokens 4096 --experts 64 --top-k 8 --n 14336 --k 4096]
                                [--dtype bf16] [--routing uniform|balanced] [--json PATH]
 
 For each candidate config (the arch's own rows from configs/moe_gemm.toml first, then the
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     # TRITON_INTERPRET=1 runs the same steps on the CPU (tiny shapes, wall-clock times): a smoke test
     dev = "cpu" if G.interpreted() else "cuda"
     if dev == "cuda" and not torch.cuda.is_available():
-        print("moe_sweep: needs a GPU (or TRITON_INTERPRET=1 for a CPU smoke run)", file=sys.stderr)
+        print("sweep_moe: needs a GPU (or TRITON_INTERPRET=1 for a CPU smoke run)", file=sys.stderr)
         return 2
     bench = _wall_ms if dev == "cpu" else (lambda fn: triton.testing.do_bench(fn, return_mode="median"))
     spec = {"dtype": a.dtype, "tokens": a.tokens, "experts": a.experts, "top_k": a.top_k, "n": a.n,
