@@ -152,3 +152,16 @@ def test_int8_extremes_are_exact_and_wrap_like_int32():
     c = mm.matmul(a, b, bias=bias)
     assert torch.equal(c, int_matmul(a, b, bias=bias))
     assert int(c[0, 0]) == ((300 * 16384 + 2**31 - 1 + 2**31) % 2**32) - 2**31
+
+
+def test_alignment_hints_name_only_the_16_byte_multiples_triton_cannot_see():
+    from portcheck.kernels.matmul import alignment_hints
+    # M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn for bf16 4000x4104x4104
+    vals = (4000, 4104, 4104, 4104, 1, 4104, 1, 4104, 1)
+    got = alignment_hints(vals, 2)
+    # 4000 is a multiple of 16 (Triton specialises it), 4104 = 8 * 513 is a multiple of 8 only
+    assert got == {"VEC": 8, "HINTS": 2 | 4 | 8 | 32 | 128}
+    assert alignment_hints((4096,) * 3 + (4096, 1, 4096, 1, 4096, 1), 2) == {}     # nothing to add
+    assert alignment_hints((4097, 4097, 4097, 4097, 1, 4097, 1, 4097, 1), 2) == {}   # not provable
+    assert alignment_hints((4104,) * 9, 1) == {}       # fp8 / int8: a 16-byte vector is 16 elements
+    assert alignment_hints((4100,) * 3 + (4100, 1) * 3, 4) == {"VEC": 4, "HINTS": 1 | 2 | 4 | 8 | 32 | 128}

@@ -248,7 +248,29 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, WIDE: tl.constexpr,
                   HAS_BIAS: tl.constexpr, HAS_SCALES: tl.constexpr, ACTIVATION: tl.constexpr,
-                  PRECISION: tl.constexpr, FP8_ACC: tl.constexpr):
+                  PRECISION: tl.constexpr, FP8_ACC: tl.constexpr,
+                  VEC: tl.constexpr = 1, HINTS: tl.constexpr = 0):
+    # Triton assumes a size or stride aligned only when it is a multiple of 16; bit i of HINTS says
+    # the launcher proved the i-th of (M, N, K, strides) a multiple of VEC (16 bytes of elements),
+    # and (x // VEC) * VEC, which is x, tells the compiler: 16-byte loads for N = K = 4104
+    if HINTS & 1:
+        M = M // VEC * VEC
+    if HINTS & 2:
+        N = N // VEC * VEC
+    if HINTS & 4:
+        K = K // VEC * VEC
+    if HINTS & 8:
+        stride_am = stride_am // VEC * VEC
+    if HINTS & 16:
+        stride_ak = stride_ak // VEC * VEC
+    if HINTS & 32:
+        stride_bk = stride_bk // VEC * VEC
+    if HINTS & 64:
+        stride_bn = stride_bn // VEC * VEC
+    if HINTS & 128:
+        stride_cm = stride_cm // VEC * VEC
+    if HINTS & 256:
+        stride_cn = stride_cn // VEC * VEC
     # grouped ordering: GROUP_M tile rows advance together along N, so their B panels stay in L2
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -365,6 +387,14 @@ def _check_scale(s, what: str, device) -> None:
         raise ValueError(f"{what} is on {s.device}, the operands on {device}")
 
 
+def alignment_hints(sizes_and_strides, element_size: int) -> dict:
+    """VEC and HINTS for matmul_kernel: which of (M, N, K, stride_am, ..., stride_cn) are multiples
+    of a 16-byte vector but not of 16 (Triton's own specialization covers those)."""
+    vec = max(1, 16 // element_size)
+    hints = sum(1 << i for i, v in enumerate(sizes_and_strides) if v % vec == 0 and v % 16)
+    return {"VEC": vec, "HINTS": hints} if vec > 1 and hints else {}
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            bias: torch.Tensor | None = None, activation: str = "none",
            scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
@@ -440,6 +470,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
               "FP8_ACC": fp8_accumulation(arch) if is_fp8 else "none"}
     args = (a, b, out, bias, scale_a, scale_b, m, n, k, a.stride(0), a.stride(1), b.stride(0),
             b.stride(1), out.stride(0), out.stride(1))
+    consts.update(alignment_hints(args[6:], a.element_size()))
     if config is None:
         grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
         _autotuned(arch, dtype_class(dtype))[grid](*args, **consts)
