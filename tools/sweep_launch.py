@@ -1,11 +1,13 @@
 """GPU sweep of the launch parameters of the memory-bound kernels (a developer's tool, not a test).
 
     python3 tools/sweep_launch.py [--case softmax,rmsnorm] [--per-thread 4,8,16,32]
-                                  [--elems 2048,4096,8192,16384] [--most 16,32] [--json PATH]
+                                  [--elems 2048,4096,8192,16384] [--most 16,32]
+                                  [--const PROGRAMS_PER_SM=1,2,4] [--json PATH]
 
 For each case and each of its bench specs, it overrides the two knobs every row/tile launcher
 reads from its module (the tile size, `ELEMS_PER_PROGRAM` or the module's own name for it, and
-the elements per thread that `num_warps_for` turns into num_warps), times one launch with
+the elements per thread that `num_warps_for` turns into num_warps), and any other module
+constant named with --const (skipped for modules without it), times one launch with
 triton.testing.do_bench (median, L2 flushed), and prints the fraction of copy bandwidth measured
 at the start of the run. The fastest row per spec is marked; the chosen values go into the
 kernel modules by hand, with the figure that justified them.
@@ -55,6 +57,7 @@ def main(argv=None) -> int:
     p.add_argument("--per-thread", default="4,8,16,32")
     p.add_argument("--elems", default="2048,4096,8192,16384")
     p.add_argument("--most", default="16,32")
+    p.add_argument("--const", default="", help="NAME=v1,v2: also sweep this module constant")
     p.add_argument("--json")
     a = p.parse_args(argv)
     copy = measure_copy()["gbs"]
@@ -69,16 +72,23 @@ def main(argv=None) -> int:
         for spec in case.bench:
             label = " ".join(f"{k}={v}" for k, v in spec.items() if k != "seed")
             found = []
-            for pt, tile, most in itertools.product(_ints(a.per_thread), _ints(a.elems) if tile_name else [None],
-                                                   _ints(a.most)):
+            const_name, _, const_values = a.const.partition("=")
+            if not hasattr(mod, const_name or "-"):
+                const_name = None
+            default_const = getattr(mod, const_name) if const_name else None
+            for pt, tile, most, cv in itertools.product(
+                    _ints(a.per_thread), _ints(a.elems) if tile_name else [None], _ints(a.most),
+                    _ints(const_values) if const_name else [None]):
                 mod.num_warps_for = (lambda e, w, pt=pt, m=most, **_: original(e, w, per_thread=pt, most=m))
                 if tile_name:
                     setattr(mod, tile_name, tile)
+                if const_name:
+                    setattr(mod, const_name, cv)
                 try:
                     ms, nbytes = _time(case, spec)
                     frac = nbytes / (ms * 1e6) / copy
                     found.append({"case": name, "spec": label, "per_thread": pt, "tile": tile, "most": most,
-                                  "ms": ms, "of_copy": frac})
+                                  "const": f"{const_name}={cv}" if const_name else "", "ms": ms, "of_copy": frac})
                 except Exception as exc:   # a config that does not build or run: say so, go on
                     print(f"  {name} pt={pt} tile={tile} most={most}: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:120]}")
@@ -86,11 +96,13 @@ def main(argv=None) -> int:
                     mod.num_warps_for = original
                     if tile_name:
                         setattr(mod, tile_name, default_tile)
+                    if const_name:
+                        setattr(mod, const_name, default_const)
             best = max(found, key=lambda r: r["of_copy"], default=None)
             for r in found:
                 r["best"] = r is best
                 print(f"{name:22s} {label[:70]:70s} pt={r['per_thread']:<3d} tile={r['tile']!s:6s} "
-                      f"most={r['most']:<3d} {r['ms'] * 1e3:8.1f} us  {r['of_copy']:.3f}{'  <- best' if r['best'] else ''}")
+                      f"most={r['most']:<3d} {r['const']} {r['ms'] * 1e3:8.1f} us  {r['of_copy']:.3f}{'  <- best' if r['best'] else ''}")
             rows += found
             if a.json:   # after every spec: a time limit keeps what was measured
                 with open(a.json, "w") as f:
