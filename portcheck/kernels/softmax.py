@@ -91,7 +91,7 @@ def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = 
     if long_rows or n_cols > MAX_FUSED:
         block = chunk or min(triton.next_power_of_2(n_cols), LOOP_BLOCK)
         return {"kernel": softmax_online_kernel, "ROWS": 1, "BLOCK": block,
-                "num_warps": num_warps_for(block, warp, LOOP_PER_THREAD, most=32)}
+                "num_warps": num_warps_for(block, warp, per_thread=LOOP_PER_THREAD, most=32)}
     block = triton.next_power_of_2(n_cols)
     rows = max(1, ELEMS_PER_PROGRAM // block)
     return {"kernel": softmax_rows_kernel, "ROWS": rows, "BLOCK": block,
