@@ -40,8 +40,7 @@ def _module(case) -> object:
     return importlib.import_module(case.launch.__module__)
 
 
-def _time(case, spec: dict) -> tuple[float, int]:
-    args = case.make(spec, "cuda")
+def _time(case, args: dict) -> tuple[float, int]:
     outs = {n: torch.empty(shape, dtype=dt, device="cuda") for n, (shape, dt) in case.outputs(args).items()}
     fn = lambda: case.launch(args, outs)   # noqa: E731
     fn()
@@ -71,6 +70,7 @@ def main(argv=None) -> int:
         default_tile = getattr(mod, tile_name) if tile_name else None
         for spec in case.bench:
             label = " ".join(f"{k}={v}" for k, v in spec.items() if k != "seed")
+            args = case.make(spec, "cuda")    # once per spec: launch parameters do not change it
             found = []
             const_name, _, const_values = a.const.partition("=")
             if not hasattr(mod, const_name or "-"):
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
                 if const_name:
                     setattr(mod, const_name, cv)
                 try:
-                    ms, nbytes = _time(case, spec)
+                    ms, nbytes = _time(case, args)
                     frac = nbytes / (ms * 1e6) / copy
                     found.append({"case": name, "spec": label, "per_thread": pt, "tile": tile, "most": most,
                                   "const": f"{const_name}={cv}" if const_name else "", "ms": ms, "of_copy": frac})
@@ -104,6 +104,8 @@ def main(argv=None) -> int:
                 print(f"{name:22s} {label[:70]:70s} pt={r['per_thread']:<3d} tile={r['tile']!s:6s} "
                       f"most={r['most']:<3d} {r['const']} {r['ms'] * 1e3:8.1f} us  {r['of_copy']:.3f}{'  <- best' if r['best'] else ''}")
             rows += found
+            del args
+            torch.cuda.empty_cache()
             if a.json:   # after every spec: a time limit keeps what was measured
                 with open(a.json, "w") as f:
                     json.dump({"copy_gbs": copy, "device": torch.cuda.get_device_name(),

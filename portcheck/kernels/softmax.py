@@ -170,11 +170,12 @@ DIV_U = 4
 
 
 def _tolerance(args, refs, dtype):
-    """Per element: u(out) + (n + EXP_ULP + 1 + DIV_U + 2|x_i - m| + 2 sum_j y_j |x_j - m|) u(fp32).
+    """Per element: u(out) + (n + 4 EXP_ULP + 1 + DIV_U + 2|x_i - m| + 2 sum_j y_j |x_j - m|) u(fp32).
 
-    exp(t) computed as 2^(t*log2 e) has relative error |t| u from rounding its argument, and
-    x_i - m adds another |x_i - m| u; the row sum inherits the y-weighted mean of those errors
-    and n u from summation; the normalisation adds DIV_U u(fp32) and the final rounding u(out).
+    exp(t) computed as 2^(t*log2 e) errs by EXP_ULP ULP = 2 EXP_ULP u of its result, plus |t| u
+    from rounding its argument, and x_i - m adds another |x_i - m| u; y_i takes these errors
+    through its numerator and, as their y-weighted mean, through the row sum, which also adds
+    n u from summation; the normalisation adds DIV_U u(fp32) and the final rounding u(out).
     """
     x = args["x"]
     m = x.amax(dim=-1, keepdim=True)
@@ -183,8 +184,8 @@ def _tolerance(args, refs, dtype):
     weighted = (y * dist).sum(dim=-1, keepdim=True)
     n = x.shape[-1]
     u32, uo = fmt("fp32").unit_roundoff, fmt(dtype).unit_roundoff
-    rtol = uo + (n + EXP_ULP + 1 + DIV_U + 2 * dist + 2 * weighted) * u32
-    formula = (f"rtol_i = u({dtype}) + (n + {EXP_ULP} + 1 + {DIV_U} + 2|x_i-m| + 2 sum_j y_j|x_j-m|) u(fp32), "
+    rtol = uo + (n + 4 * EXP_ULP + 1 + DIV_U + 2 * dist + 2 * weighted) * u32
+    formula = (f"rtol_i = u({dtype}) + (n + 4*{EXP_ULP} + 1 + {DIV_U} + 2|x_i-m| + 2 sum_j y_j|x_j-m|) u(fp32), "
                f"n = {n}; atol = tiny({dtype}) (normalisation: div.full.f32 2 ULP, or a div_rn "
                f"reciprocal and a product)")
     return {"y": Tolerance(rtol, fmt(dtype).tiny, formula)}
