@@ -52,12 +52,37 @@ def test_seed_split_and_64_bit_offsets():
     assert int(philox.randint(99, [2**32 + 3])[0]) == int(direct)
 
 
+def test_lane_words_take_word_g_mod_4_of_counter_g_div_4():
+    # seed 0 and counter 0 are Random123's all-zero vector: positions 0..3 are its four words
+    assert [int(w) for w in philox.lane_words(0, np.arange(4))] == list(KAT_PHILOX4X32_10[0][2])
+    # position g is word g % 4 at counter g // 4, whose high word carries into c1 past 2^32
+    key = philox.split_seed(2**40 + 17)
+    for g in (5, 4 * (2**32 - 1) + 3, 4 * 2**32 + 2, 2**63 - 1):
+        n, k = divmod(g, 4)
+        direct = philox.philox4x32((n & 0xFFFFFFFF, n >> 32, 0, 0), key)[k]
+        assert int(philox.lane_words(2**40 + 17, [g])[0]) == int(direct)
+    assert philox.rand_lanes(3, np.arange(8)).tolist() == \
+        philox.uint_to_uniform_float(philox.lane_words(3, np.arange(8))).tolist()
+    with pytest.raises(ValueError, match=">= 0"):
+        philox.lane_words(0, [-1])
+
+
+def test_a_stream_resumes_at_offset_plus_count():
+    whole = philox.dropout_keep(11, np.arange(5, 5 + 1003), 0.5)
+    parts = [philox.dropout_keep(11, np.arange(5, 5 + 401), 0.5),
+             philox.dropout_keep(11, np.arange(5 + 401, 5 + 1003), 0.5)]
+    np.testing.assert_array_equal(whole, np.concatenate(parts))
+
+
 def test_dropout_keep_rate_and_p_zero():
     offsets = np.arange(200_000, dtype=np.int64)
     assert philox.dropout_keep(7, offsets, 0.0).all()            # p = 0 draws nothing, keeps all
     assert not philox.dropout_keep(7, offsets, 1.0).any()        # rand < 1 always
     kept = philox.dropout_keep(7, offsets, 0.3).mean()
     assert abs(kept - 0.7) < 5 * np.sqrt(0.3 * 0.7 / offsets.size)   # five binomial sigmas
+    # the four lanes of one call are each uniform: every lane keeps at the rate
+    lanes = philox.dropout_keep(7, offsets, 0.3).reshape(-1, 4).mean(axis=0)
+    assert (abs(lanes - 0.7) < 5 * np.sqrt(0.3 * 0.7 / (offsets.size / 4))).all()
 
 
 # ---- bit for bit against Triton's own tl.rand on this run's target -----------------------------
@@ -69,6 +94,17 @@ def _rand_kernel(bits_ptr, uniform_ptr, seed, offset, n, BLOCK: tl.constexpr):
     counters = offset + i.to(tl.int64)
     tl.store(bits_ptr + i, tl.randint(seed, counters), mask=ok)
     tl.store(uniform_ptr + i, tl.rand(seed, counters), mask=ok)
+
+
+@triton.jit
+def _randint4x_kernel(words_ptr, seed, offset, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = i < n
+    r0, r1, r2, r3 = tl.randint4x(seed, offset + i.to(tl.int64))
+    tl.store(words_ptr + i, r0, mask=ok)
+    tl.store(words_ptr + n + i, r1, mask=ok)
+    tl.store(words_ptr + 2 * n + i, r2, mask=ok)
+    tl.store(words_ptr + 3 * n + i, r3, mask=ok)
 
 
 def _device() -> str:
@@ -91,3 +127,12 @@ def test_oracle_equals_tl_rand_bit_for_bit(seed, offset):
     np.testing.assert_array_equal(bits.cpu().numpy().view(np.uint32), philox.randint(seed, offsets))
     np.testing.assert_array_equal(uniform.cpu().numpy().view(np.uint32),
                                   philox.rand(seed, offsets).view(np.uint32))
+
+
+@pytest.mark.parametrize("seed,offset", [(0, 0), (2**32 - 1, 2**32 - 300), (2**63 - 1, 2**61 + 7)])
+def test_oracle_equals_tl_randint4x_bit_for_bit(seed, offset):
+    device, n = _device(), 1000
+    words = torch.empty(4 * n, dtype=torch.int32, device=device)
+    _randint4x_kernel[(triton.cdiv(n, 256),)](words, seed, offset, n, BLOCK=256)
+    expected = np.stack(philox.randint4x(seed, offset + np.arange(n, dtype=np.int64)))
+    np.testing.assert_array_equal(words.cpu().numpy().view(np.uint32).reshape(4, n), expected)

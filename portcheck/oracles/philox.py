@@ -10,8 +10,14 @@ How Triton draws from it (triton/language/random.py as of 3.9; tests/test_philox
 running Triton's tl.rand against this bit for bit):
 - `tl.randint(seed, offset)`: counter = (lo32(offset), hi32(offset) if offset is 64-bit else 0,
   0, 0), key = (lo32(seed), hi32(seed)) after `seed.to(uint64)`; 10 rounds; returns word 0.
-- `tl.rand`: that word bitcast to int32, `x = ~x if x < 0`, then `float32(x) * float32(4.6566127342e-10)`,
-  two fp32 roundings (int -> float, then the product); the result lies in [0, 1).
+- `tl.randint4x(seed, offset)`: the same call, all four words (c0, c1, c2, c3) in that order.
+- `tl.rand`: that word through `uint_to_uniform_float`: bitcast to int32, `x = ~x if x < 0`, then
+  `float32(x) * float32(4.6566127342e-10)`, two fp32 roundings (int -> float, then the product);
+  the result lies in [0, 1).
+
+A stream can draw one Philox call per FOUR positions (`lane_words`): position g takes word
+g % 4 of `tl.randint4x(seed, g // 4)`, a quarter of the Philox work of `tl.rand` per position.
+The stream is a function of g alone: resuming it at offset + n continues where n positions ended.
 """
 from __future__ import annotations
 
@@ -57,12 +63,24 @@ def split_seed(seed: int) -> tuple[int, int]:
     return s & 0xFFFFFFFF, s >> 32
 
 
-def randint(seed: int, offsets, rounds: int = ROUNDS) -> np.ndarray:
-    """`tl.randint(seed, offsets)` for int64 offsets: word 0 of Philox at (lo, hi, 0, 0)."""
+def randint4x(seed: int, offsets, rounds: int = ROUNDS) -> tuple[np.ndarray, ...]:
+    """`tl.randint4x(seed, offsets)` for int64 offsets: the four words of Philox at (lo, hi, 0, 0)."""
     off = np.asarray(offsets, dtype=np.int64).astype(np.uint64)   # two's complement bits
-    k0, k1 = split_seed(seed)
-    word0, _, _, _ = philox4x32((off & _MASK32, off >> np.uint64(32), 0, 0), (k0, k1), rounds)
-    return word0
+    return philox4x32((off & _MASK32, off >> np.uint64(32), 0, 0), split_seed(seed), rounds)
+
+
+def randint(seed: int, offsets, rounds: int = ROUNDS) -> np.ndarray:
+    """`tl.randint(seed, offsets)`: word 0 of `randint4x`."""
+    return randint4x(seed, offsets, rounds)[0]
+
+
+def lane_words(seed: int, positions, rounds: int = ROUNDS) -> np.ndarray:
+    """Word g % 4 of `randint4x(seed, g // 4)` for each stream position g >= 0 (int64)."""
+    g = np.asarray(positions, dtype=np.int64)
+    if (g < 0).any():
+        raise ValueError("stream positions must be >= 0")
+    words = np.stack(randint4x(seed, g // 4, rounds))          # (4, *g.shape)
+    return np.take_along_axis(words, (g % 4)[None], axis=0)[0]
 
 
 def uint_to_uniform_float(u: np.ndarray) -> np.ndarray:
@@ -75,6 +93,11 @@ def uint_to_uniform_float(u: np.ndarray) -> np.ndarray:
 def rand(seed: int, offsets, rounds: int = ROUNDS) -> np.ndarray:
     """`tl.rand(seed, offsets)`: float32 uniforms in [0, 1)."""
     return uint_to_uniform_float(randint(seed, offsets, rounds))
+
+
+def rand_lanes(seed: int, positions, rounds: int = ROUNDS) -> np.ndarray:
+    """float32 uniforms in [0, 1), one per stream position: uint_to_uniform_float(lane_words)."""
+    return uint_to_uniform_float(lane_words(seed, positions, rounds))
 
 
 def dropout_keep(seed: int, offsets, p: float) -> np.ndarray:
