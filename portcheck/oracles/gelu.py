@@ -3,8 +3,10 @@
     gelu(a)      = a/2 * (1 + erf(a / sqrt 2))
     gelu_tanh(a) = a/2 * (1 + tanh(sqrt(2/pi) * (a + 0.044715 a^3)))        (Hendrycks & Gimpel)
 
-gelu(-inf) is -inf * 0 = NaN in either form, as in torch. The dropout keep mask
-comes from portcheck.oracles.philox, the bit-exact model of Triton's `tl.rand`.
+gelu(-inf) is -inf * 0 = NaN in either form, as in torch. The dropout keep mask comes from
+portcheck.oracles.philox, the bit-exact model of Triton's Philox: with g = offset + r * cols + c
+(the element's row-major index plus the stream offset), element (r, c) is kept when
+uniform(Philox4x32-10(seed, counter = g // 4)[g % 4]) > p, one Philox call per four elements.
 """
 from __future__ import annotations
 
@@ -33,8 +35,8 @@ def gelu(a: torch.Tensor, approximate: str = "none") -> torch.Tensor:
 
 
 def keep_mask(shape, p: float, seed: int, offset: int, device) -> torch.Tensor:
-    """Element (r, c) of a row-major (rows, cols) tensor is kept when
-    rand(seed, offset + r * cols + c) > float32(p); p == 0 keeps everything."""
+    """Element (r, c) of a row-major (rows, cols) tensor is kept when, with g = offset + r * cols + c,
+    uniform(Philox4x32-10(seed, g // 4)[g % 4]) > float32(p); p == 0 keeps everything."""
     n = math.prod(shape)
     keep = philox.dropout_keep(seed, offset + np.arange(n, dtype=np.int64), p)
     return torch.from_numpy(keep.reshape(shape)).to(device)

@@ -15,9 +15,10 @@ running Triton's tl.rand against this bit for bit):
   `float32(x) * float32(4.6566127342e-10)`, two fp32 roundings (int -> float, then the product);
   the result lies in [0, 1).
 
-A stream can draw one Philox call per FOUR positions (`lane_words`): position g takes word
-g % 4 of `tl.randint4x(seed, g // 4)`, a quarter of the Philox work of `tl.rand` per position.
-The stream is a function of g alone: resuming it at offset + n continues where n positions ended.
+Dropout here draws one Philox call per FOUR stream positions (`lane_words`): position g takes
+word g % 4 of `tl.randint4x(seed, g // 4)`, so a kernel spends a quarter of the Philox work that
+`tl.rand` per position costs. The stream is a function of g alone: resuming it at offset + n
+continues where n positions ended.
 """
 from __future__ import annotations
 
@@ -100,13 +101,14 @@ def rand_lanes(seed: int, positions, rounds: int = ROUNDS) -> np.ndarray:
     return uint_to_uniform_float(lane_words(seed, positions, rounds))
 
 
-def dropout_keep(seed: int, offsets, p: float) -> np.ndarray:
-    """The keep mask of a dropout that keeps element i when rand(seed, offsets[i]) > p.
+def dropout_keep(seed: int, positions, p: float) -> np.ndarray:
+    """The keep mask of a dropout that keeps stream position g when rand_lanes(seed, g) > p,
+    i.e. uniform(Philox4x32-10(seed, counter = g // 4)[g % 4]) > p.
 
     p is compared in float32 (the kernel receives it as an fp32 scalar). p == 0 means no dropout:
-    everything is kept and no random numbers are drawn (rand can be exactly 0.0).
+    everything is kept and no random numbers are drawn (a uniform can be exactly 0.0).
     """
-    offsets = np.asarray(offsets, dtype=np.int64)
+    positions = np.asarray(positions, dtype=np.int64)
     if p == 0:
-        return np.ones(offsets.shape, dtype=bool)
-    return rand(seed, offsets) > np.float32(p)
+        return np.ones(positions.shape, dtype=bool)
+    return rand_lanes(seed, positions) > np.float32(p)
