@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from launching import DEVICE, INTERPRETER, needs_device
+from launching import DEVICE, needs_device
 from portcheck.oracles import gelu as oracle
 
 P = 0.4
