@@ -26,6 +26,8 @@ DEFAULT_NOISE_BOUND = 0.05        # relative spread (IQR / median) above which a
 DEFAULT_GRAPH_BELOW_US = 20.0     # launches shorter than this are timed by CUDA-graph replay
 EVENT_RESOLUTION_MS = 0.0005      # CUDA/HIP event timer resolution, about half a microsecond
 MAX_ROTATION_SETS = 64
+HOST_CHECK_BELOW_MS = 1.0         # back-to-back launches faster than this may be host-bound...
+HOST_BOUND_RATIO = 0.8            # ...and are, when graph replay takes under this share of them
 GRAPH_SAMPLE_MS = 1.0             # aim for about this much GPU time per graph replay
 MAX_GRAPH_CALLS = 2000
 MAX_FIGURE_MS = 2000.0            # long launches get fewer repeats, down to MIN_REPEATS
@@ -184,6 +186,16 @@ def estimate_ms(fn: Callable, calls: int = 5) -> float:
     return start.elapsed_time(end) / calls
 
 
+def graph_estimate_ms(fn: Callable, calls: int = 5) -> float | None:
+    """GPU time of one launch from a replayed graph of `calls` launches (no host in the loop),
+    or None when the launch cannot be captured."""
+    try:
+        return time_graph(fn, 3, calls).median_ms
+    except Exception:   # not capturable: the caller keeps its event-timed estimate
+        _torch().cuda.synchronize()
+        return None
+
+
 def flushed_estimate_ms(fn: Callable, calls: int = 5) -> float:
     """Mean time of (L2 flush + launch), as do_bench measures it to turn `rep` into a count."""
     import triton
@@ -260,17 +272,24 @@ def time_callables(fns: Sequence[Callable], *, repeats: int = DEFAULT_REPEATS,
     rot = Rotation(fns)
     warm_up(rot, max(warmup_calls, len(rot)))
     est = estimate_ms(rot, max(5, len(rot)))
-    repeats = repeats_within(repeats, est)
-    if method is None:
-        method = "cuda_graph" if est < graph_below_ms else "do_bench"
     note = ""
+    if method is None:
+        # events around back-to-back launches time the host when it cannot keep the GPU fed
+        # (a Python launcher's overhead): then the GPU time comes from graph replay too
+        gpu = graph_estimate_ms(rot, max(5, len(rot))) if est < HOST_CHECK_BELOW_MS else None
+        rot.rewind()
+        if gpu is not None and gpu < HOST_BOUND_RATIO * est:
+            note = f"host-bound launches: {est * 1e3:.1f} us each back to back, {gpu * 1e3:.1f} us on the GPU"
+            est = gpu
+        method = "cuda_graph" if est < graph_below_ms or note else "do_bench"
+    repeats = repeats_within(repeats, est)
     if method == "cuda_graph":
         calls = graph_calls(est, len(rot))
         rot.rewind()
         try:
-            return Timing(time_graph(rot, repeats, calls), "cuda_graph", len(rot), calls)
+            return Timing(time_graph(rot, repeats, calls), "cuda_graph", len(rot), calls, note)
         except Exception as exc:  # not capturable (a host sync, an allocation it cannot replay)
             _torch().cuda.synchronize()
-            note = f"graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]}); timed with do_bench"
+            note = (note + "; " if note else "") + f"graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]}); timed with do_bench"
     rot.rewind()
     return Timing(time_do_bench(rot, repeats, est), "do_bench", len(rot), 1, note)

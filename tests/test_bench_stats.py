@@ -104,3 +104,22 @@ def test_long_launches_get_fewer_repeats_within_the_budget():
     assert repeats_within(100, 1000.0) == 10           # never below 10
     assert repeats_within(5, 1000.0) == 5              # nor above what was asked
     assert repeats_within(100, 0.0) == 100
+
+
+def test_host_bound_launches_are_timed_by_graph_replay(monkeypatch):
+    """Events around back-to-back launches time the host when a Python launcher cannot keep the
+    GPU fed; a graph replay much faster than them means the figure must come from replay."""
+    from portcheck import bench
+    stats = bench.summarize([0.02] * 10)
+    monkeypatch.setattr(bench, "warm_up", lambda fn, calls: None)
+    monkeypatch.setattr(bench, "time_graph", lambda fn, repeats, calls: stats)
+    monkeypatch.setattr(bench, "time_do_bench", lambda fn, repeats, est: bench.summarize([0.13] * 10))
+    for events_ms, graph_ms, method in ((0.13, 0.025, "cuda_graph"),    # host-bound: replay
+                                        (0.13, 0.12, "do_bench"),       # GPU-bound, long: do_bench
+                                        (0.13, None, "do_bench"),       # not capturable
+                                        (0.01, 0.009, "cuda_graph")):   # short: replay as before
+        monkeypatch.setattr(bench, "estimate_ms", lambda fn, calls, e=events_ms: e)
+        monkeypatch.setattr(bench, "graph_estimate_ms", lambda fn, calls, g=graph_ms: g)
+        t = bench.time_callables([lambda: None], repeats=10)
+        assert t.method == method, (events_ms, graph_ms)
+        assert ("host-bound" in t.note) == (method == "cuda_graph" and events_ms > 0.1)

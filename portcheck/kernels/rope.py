@@ -27,7 +27,11 @@ from ..tolerance import Tolerance
 from ._launch import num_warps_for, warp_size
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-ELEMS_PER_PROGRAM = 8192      # elements of one head block times tokens, per loop step
+ELEMS_PER_PROGRAM = 4096      # elements of one head block times tokens, per loop step
+# elements per thread: 4 warps a 4096-element step reach 0.91-0.92 of copy on the H200 (bf16,
+# 32 query / 8 key heads of 128), against 0.74-0.86 at 8192 elements and 32 warps
+# (tools/sweep_launch.py, 2026-11-30)
+ELEMS_PER_THREAD = 32
 MAX_HEAD_SIZE = 1024
 
 
@@ -103,7 +107,7 @@ def config(head_size: int, rot_dim: int, max_heads: int, warp: int, copy_tail: b
     tokens = _floor_pow2(ELEMS_PER_PROGRAM // (block_h * per_head))
     return {"HALF": half, "BLOCK_HALF": block_half, "TAIL": tail, "BLOCK_TAIL": block_tail,
             "BLOCK_H": block_h, "TOKENS": tokens, "COPY_TAIL": bool(copy_tail and tail),
-            "num_warps": num_warps_for(tokens * block_h * 2 * block_half, warp)}
+            "num_warps": num_warps_for(tokens * block_h * 2 * block_half, warp, per_thread=ELEMS_PER_THREAD)}
 
 
 def _heads_view(name: str, x: torch.Tensor, tokens: int, head_size: int) -> torch.Tensor:
