@@ -35,6 +35,9 @@ from .targets.runtime import INTERPRETER_ARCH, RUNTIME_TARGETS, resolve, select_
 TARGET_CHOICES = (*RUNTIME_TARGETS, "auto", "compile")
 
 
+_STATE: dict = {}
+
+
 def pytest_addoption(parser):
     g = parser.getgroup("portcheck", "portcheck: Triton kernels against float64 oracles")
     g.addoption("--target", default="auto", choices=TARGET_CHOICES,
@@ -133,6 +136,7 @@ def pytest_configure(config):
         for name in ("results.jsonl", "matrix.md", "bench.md"):
             (state.report_dir / name).unlink(missing_ok=True)
     config._portcheck = state
+    _STATE["state"] = state     # for hooks that are not handed the config
 
 
 def _configure_gpus(config, state) -> None:
@@ -234,6 +238,21 @@ def portcheck_session(request):
     if state.archs is not None and session.arch not in state.archs:
         pytest.skip(f"this machine's arch {session.arch} is not in --arch={','.join(state.archs)}")
     return session
+
+
+def pytest_runtest_logreport(report):
+    """A benchmark run rewrites bench.md after every figure, so one cut short keeps its report."""
+    if report.when != "call" or "test_portcheck_bench" not in report.nodeid:
+        return
+    state = _STATE.get("state")
+    if state is None or not state.is_controller or state.report_dir is None:
+        return
+    path = state.report_dir / "results.jsonl"
+    if path.exists():
+        from .bench_report import bench_matrix
+        from .report import atomic_write
+        from .results import read
+        atomic_write(state.report_dir / "bench.md", f"# pytest --bench\n\n{bench_matrix(read(path))}")
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -74,7 +74,9 @@ def ceilings_rec(target: str, arch: str) -> dict:
     """The device-ceilings record a bench run writes first (not a kernel timing)."""
     r = Result("bench", "ceilings", "ceilings", "-", target, arch, "pass", "gpu", variant="device ceilings",
                time_ms=0.5)
-    r.bench = {"ceilings": {"copy": {"gbs": 4200.0}, "matmul": {"bf16": {"tflops": 690.0}}},
+    copy = {"gbs": 4200.0, "method": "torch_copy", "torch_copy": {"gbs": 4200.0}, "triton_copy": {"gbs": 4050.0},
+            "vs_torch_copy": 1.0, "agrees_with_torch_copy": True}     # as portcheck.ceilings.measure_copy
+    r.bench = {"ceilings": {"copy": copy, "matmul": {"bf16": {"tflops": 690.0}}},
                "device": {"name": DEVICES.get(target, ("?",))[0]}, "clocks": {}}
     r.provenance = provenance(target, arch, "2026-12-01T10:59:00+00:00", seed=None)
     return r.to_dict()

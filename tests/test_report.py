@@ -274,7 +274,7 @@ def test_a_failed_run_never_overwrites_a_report(runs, tmp_path, capsys, monkeypa
     out = tmp_path / "out"
     assert report(capsys, runs["nvidia"], "--out", out, "--quiet")[0] == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert set(before) == {"matrix.json", "matrix.md", "matrix.html"}
+    assert set(before) == {"matrix.json", "matrix.md", "matrix.html", "bench.md"}   # the run holds benchmarks
     (tmp_path / "bad.jsonl").write_text("{oops\n")
     assert report(capsys, runs["amd"], tmp_path / "bad.jsonl", "--out", out)[0] == 2
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
@@ -359,3 +359,10 @@ def test_non_finite_errors_survive_a_round_trip(tmp_path, capsys, monkeypatch):
     (entry,) = merge.load([tmp_path / "out" / "matrix.json"])
     assert entry.record["metrics"]["worst_ratio"] == float("inf") and entry.record["message"] == "nan"
     assert "FAIL inf" in (tmp_path / "out" / "matrix.md").read_text()
+
+
+def test_bench_records_get_a_speed_report_with_the_newest_figure(runs, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert report(capsys, runs["nvidia"], "--out", out, "--quiet")[0] == 0
+    speed = (out / "bench.md").read_text()
+    assert "## Speed" in speed and "Ceilings measured in this run: copy **4,200 GB/s**" in speed

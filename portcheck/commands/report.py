@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from .. import merge
+from ..bench_report import bench_matrix
 from ..overrides import load as load_overrides
 from ..report import render as render_markdown
 from ..report import write_all
@@ -12,7 +13,8 @@ from ..report_html import render as render_html
 from ._common import timestamped, writable_dir
 
 NAME = "report"
-HELP = "merge results from several runs (hosts, vendors, compile-only) into matrix.json/.md/.html"
+HELP = ("merge results from several runs (hosts, vendors, compile-only) into matrix.json/.md/.html "
+        "(and bench.md where they hold benchmarks)")
 DEFAULT_OVERRIDES = Path("matrices/overrides.toml")
 
 
@@ -46,6 +48,9 @@ def main(args) -> int:
     files = {out / "matrix.json": json.dumps(matrix.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n",
              out / "matrix.md": render_markdown(matrix, args.title),
              out / "matrix.html": render_html(matrix, args.title)}
+    speed = bench_matrix([e.record for e in entries])   # the newest figure per device, case and spec
+    if speed:
+        files[out / "bench.md"] = f"# {args.title}\n\n{speed}"
     write_all(files)
     bad = sum(1 for c in matrix.cells.values() if c.status() not in merge.PASSED)
     print(f"{len(matrix.entries)} result(s) from {len(matrix.sources)} input(s) in {len(matrix.cells)} cell(s), "
