@@ -21,6 +21,7 @@ from .bench import Stats, agree, rotation_sets, time_callables, warm_up
 from .cases import Case, Cost
 from .errors import UsageError
 from .matrix import BenchSettings
+from .overrides import find
 from .provenance import collect
 from .results import Result
 from .targets.archs import ARCHS
@@ -135,8 +136,9 @@ class BenchRunner:
 
     def __init__(self, target_name: str, settings: BenchSettings | None = None,
                  results_path: Path | None = None, command: str | None = None,
-                 model_archs=None):
+                 model_archs=None, overrides=()):
         self.target = TARGETS[target_name]
+        self.overrides = list(overrides)   # "skip" entries name combinations this target cannot run
         if not self.target.is_gpu:
             raise UsageError(f"benchmarks need a GPU target; {target_name!r} has no device "
                              "(use `portcheck bench --model-only` for the roofline model)")
@@ -206,6 +208,9 @@ class BenchRunner:
         kernel, baseline or timing fault: those become an error record or a baseline error."""
         ceil = self.ceilings()
         label = spec_label(spec)
+        skip = find(self.overrides, case.name, self.target.name, self.arch_name, spec["dtype"])
+        if skip is not None and skip.action == "skip":
+            return self.not_timed(case, spec, f"skipped by override: {skip.reason}")
         r = Result("bench", case.name, case.family, spec["dtype"], self.target.name, self.arch_name,
                    "pass", "gpu", variant=label)
         r.reproduce = shlex.join(["portcheck", "bench", "--kernel", case.name,

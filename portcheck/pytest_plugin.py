@@ -223,7 +223,7 @@ def portcheck_bench(request):
     from .benchrun import BenchRunner
     return BenchRunner(state.target, state.matrix.bench,
                        results_path=state.report_dir / "results.jsonl" if state.report_dir else None,
-                       command=shlex.join(["pytest", *sys.argv[1:]]))
+                       command=shlex.join(["pytest", *sys.argv[1:]]), overrides=state.overrides)
 
 
 @pytest.fixture(scope="session")

@@ -188,3 +188,18 @@ def test_time_limit_records_the_specs_it_did_not_time(fake_gpu, tmp_path, capsys
     assert cmd._measure(work, "cuda", BenchSettings(repeats=5, compile=False), None, path2,
                         "portcheck bench", time_limit=None, progress=lambda: written.append(1)) == 0
     assert len(written) == 2
+
+
+def test_a_skip_override_records_the_spec_as_skipped_without_running_it(fake_gpu, tmp_path):
+    import datetime as dt
+
+    from portcheck.overrides import Override
+    calls = []
+    case = _case(calls)
+    skip = Override("fake_*", "cuda", "*", "fp32", "skip", "this target has no such format", "here",
+                    dt.date(2099, 1, 1))
+    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=5, compile=False), results_path=tmp_path / "r.jsonl",
+                                  overrides=[skip])
+    r = runner.bench(case, case.bench[0])
+    assert r.verdict == "skip" and "this target has no such format" in r.message
+    assert calls == []      # nothing was built or launched

@@ -17,6 +17,7 @@ from .. import cases as registry
 from .. import results
 from ..errors import UsageError
 from ..matrix import Matrix, load
+from ..overrides import load as load_overrides
 from ..report import atomic_write
 from ..targets.archs import ARCHS, parse_archs
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
@@ -118,8 +119,9 @@ def main(args) -> int:
     if args.model_only:
         status = _model_only(work, archs, results_path, command)
     else:
+        overrides = load_overrides(matrix.overrides) if matrix.overrides else []
         status = _measure(work, resolved, settings, archs, results_path, command, args.time_limit,
-                          lambda: _write_report(out, results_path))
+                          lambda: _write_report(out, results_path), overrides)
     _write_report(out, results_path)
     print(f"\nreport: {out / 'bench.md'}\nresults: {results_path}")
     return status
@@ -159,8 +161,8 @@ def _model_only(work, archs, results_path: Path, command: str) -> int:
 
 def _line(r) -> str:
     b = r.bench
-    if r.verdict == "error":
-        return f"{r.case:<22} {r.variant:<36} ERROR {r.message}"
+    if r.verdict in ("error", "skip"):
+        return f"{r.case:<22} {r.variant:<36} {r.verdict.upper()} {r.message}"
     base = ", ".join(f"{n} {v['speedup']:.2f}x" if "speedup" in v else f"{n} error"
                      for n, v in b["baselines"].items())
     return (f"{r.case:<22} {r.variant:<36} {b['kernel']['median_ms'] * 1e3:9.2f} us "
@@ -170,10 +172,10 @@ def _line(r) -> str:
 
 
 def _measure(work, target: str, settings, archs, results_path: Path, command: str,
-             time_limit: float | None, progress) -> int:
+             time_limit: float | None, progress, overrides=()) -> int:
     from ..benchrun import BenchRunner
     t0 = time.perf_counter()
-    runner = BenchRunner(target, settings, results_path, command, model_archs=archs)
+    runner = BenchRunner(target, settings, results_path, command, model_archs=archs, overrides=overrides)
     ceil = runner.ceilings()
     cp = ceil["copy"]
     mm = ", ".join(f"{k} {v['tflops']:.0f}" if "tflops" in v else f"{k} n/a" for k, v in ceil["matmul"].items())
