@@ -243,6 +243,16 @@ def configs(dtype: str) -> list[Config]:
 # ---- the kernel ----------------------------------------------------------------------------
 
 @triton.jit
+def _aligned(x, PROVEN: tl.constexpr, VEC: tl.constexpr):
+    """x, which the launcher proved a multiple of VEC when PROVEN: (x // VEC) * VEC says so to the
+    compiler's alignment analysis."""
+    if PROVEN:
+        return x // VEC * VEC
+    else:
+        return x
+
+
+@triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K,
                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -252,25 +262,11 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
                   VEC: tl.constexpr = 1, HINTS: tl.constexpr = 0):
     # Triton assumes a size or stride aligned only when it is a multiple of 16; bit i of HINTS says
     # the launcher proved the i-th of (M, N, K, strides) a multiple of VEC (16 bytes of elements),
-    # and (x // VEC) * VEC, which is x, tells the compiler: 16-byte loads for N = K = 4104
-    if HINTS & 1:
-        M = M // VEC * VEC
-    if HINTS & 2:
-        N = N // VEC * VEC
-    if HINTS & 4:
-        K = K // VEC * VEC
-    if HINTS & 8:
-        stride_am = stride_am // VEC * VEC
-    if HINTS & 16:
-        stride_ak = stride_ak // VEC * VEC
-    if HINTS & 32:
-        stride_bk = stride_bk // VEC * VEC
-    if HINTS & 64:
-        stride_bn = stride_bn // VEC * VEC
-    if HINTS & 128:
-        stride_cm = stride_cm // VEC * VEC
-    if HINTS & 256:
-        stride_cn = stride_cn // VEC * VEC
+    # and _aligned tells the compiler: 16-byte loads for N = K = 4104
+    M, N, K = _aligned(M, HINTS & 1, VEC), _aligned(N, HINTS & 2, VEC), _aligned(K, HINTS & 4, VEC)
+    stride_am, stride_ak = _aligned(stride_am, HINTS & 8, VEC), _aligned(stride_ak, HINTS & 16, VEC)
+    stride_bk, stride_bn = _aligned(stride_bk, HINTS & 32, VEC), _aligned(stride_bn, HINTS & 64, VEC)
+    stride_cm, stride_cn = _aligned(stride_cm, HINTS & 128, VEC), _aligned(stride_cn, HINTS & 256, VEC)
     # grouped ordering: GROUP_M tile rows advance together along N, so their B panels stay in L2
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
