@@ -142,3 +142,11 @@ def test_rocm_smi_parsing_and_device_selection():
 def test_every_arch_has_what_the_model_needs():
     for a in ARCHS.values():
         assert a.peak_bw_gbs > 0 and a.peak_tflops.get("bf16", 0) > 0 and a.source
+
+
+def test_spec_takes_the_case_a_name_names_though_it_is_also_a_family(tmp_path, capsys):
+    out = tmp_path / "one"
+    assert cli.main(["bench", "--model-only", "--arch", "sm_90a", "--kernel", "softmax",
+                     "--spec", '{"dtype": "bf16", "rows": 8, "cols": 4096}', "--out", str(out)]) == 0
+    recs = results.read(out / "results.jsonl")
+    assert {r["case"] for r in recs} == {"softmax"} and recs[0]["bench"]["spec"]["rows"] == 8

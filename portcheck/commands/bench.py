@@ -80,8 +80,12 @@ def _plan(args, matrix: Matrix, settings):
             raise UsageError(f"--spec is not JSON: {exc}") from None
         if not isinstance(spec, dict) or "dtype" not in spec:
             raise UsageError("--spec needs a JSON object with at least 'dtype' (a bench spec)")
+        names = csv(args.kernel) or []
+        exact = [c for c in selected if c.name in names]    # `softmax` is a case and a family
+        if len(names) == 1 and len(exact) == 1:
+            selected = exact
         if len(selected) != 1:
-            raise UsageError("--spec needs exactly one --kernel")
+            raise UsageError("--spec needs exactly one --kernel (a case name)")
         case = selected[0]
         base = case.bench[0] if case.bench else {}
         return [(case, {"seed": 0, **base, **spec})]
