@@ -123,8 +123,9 @@ def _arch_row(arch: str) -> dict | None:
 def _measured_section(recs: list[dict], ceilings: dict | None) -> list[str]:
     first = recs[0] if recs else ceilings
     p = first.get("provenance", {})
+    uuid = p.get("gpu_uuid")
     title = (f"### {_esc(p.get('device', '?'))} ({first['target']}/{first['arch']}), host "
-             f"{_esc(p.get('host', '?'))}")
+             f"{_esc(p.get('host', '?'))}" + (f", GPU {_esc(str(uuid)[:13])}" if uuid else ""))
     lines = [title, ""] + _ceiling_lines(ceilings, _arch_row(first["arch"])) + [""]
     rows = []
     for r in recs:
