@@ -60,7 +60,8 @@ INTERPRETER_PROGRAMS = 2   # persistent grids on the interpreter: few, so each p
 
 
 @lru_cache(maxsize=None)
-def _compute_units(device_index: int) -> int:
+def compute_units(device_index: int) -> int:
+    """SMs (NVIDIA) or CUs (AMD) of a GPU, asked once per device."""
     import torch
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
@@ -83,5 +84,5 @@ def persistent_programs(n_rows: int, device, per_unit: int, programs: int | None
             if index is None:
                 import torch
                 index = torch.cuda.current_device()
-            programs = per_unit * _compute_units(index)
+            programs = per_unit * compute_units(index)
     return max(1, min(n_rows, programs))

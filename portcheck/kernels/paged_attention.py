@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import torch
 import triton
@@ -33,7 +32,7 @@ from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
 from ..oracles.attention import default_scale, gather_context, paged_decode_attention as paged_ref
 from ..tolerance import Tolerance, fmt
-from ._launch import interpreted
+from ._launch import compute_units, interpreted
 from .attention import HEAD_DIMS, LOG2E, arch_family, check_heads, check_tensor, convex_combination_bound
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -77,16 +76,11 @@ def active_family() -> str:
     return arch_family(target.backend, target.arch)
 
 
-@lru_cache(maxsize=None)
-def _compute_units(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def compute_units(device: torch.device) -> int:
+def device_compute_units(device: torch.device) -> int:
     """SMs (NVIDIA) or CUs (AMD) of the device; the interpreter counts as 4."""
     if device.type != "cuda":
         return 4
-    return _compute_units(device.index if device.index is not None else torch.cuda.current_device())
+    return compute_units(device.index if device.index is not None else torch.cuda.current_device())
 
 
 def choose_splits(programs: int, max_context: int, block_n: int, units: int, per_unit: int) -> int:
@@ -279,7 +273,7 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     programs = num_seqs * heads_kv
     if num_splits is None:
         num_splits = choose_splits(programs, max_context_len, cfg.block_n,
-                                   compute_units(query.device), cfg.programs_per_unit)
+                                   device_compute_units(query.device), cfg.programs_per_unit)
     if not 1 <= num_splits <= MAX_SPLITS:
         raise ValueError(f"num_splits must be in [1, {MAX_SPLITS}], got {num_splits}")
     tokens_per_split = triton.cdiv(triton.cdiv(max_context_len, num_splits), cfg.block_n) * cfg.block_n

@@ -37,7 +37,7 @@ from ..dtypes import fmt
 from ..oracles import fp8 as fp8_ref
 from ..oracles import quant as quant_ref
 from ..tolerance import Tolerance, exact
-from ._launch import check_2d, interpreted, num_warps_for, warp_size
+from ._launch import check_2d, compute_units, interpreted, num_warps_for, warp_size
 
 INT8_MAX = 127.0
 SCALE_FLOOR_FACTOR = 512.0     # min scale = 1 / (qmax * 512), vLLM's fp8 min_scaling_factor
@@ -247,7 +247,7 @@ def _programs_per_machine() -> int:
     """Programs that keep the whole device busy in a grid-stride loop: 4 per SM / CU."""
     if interpreted() or not torch.cuda.is_available():
         return 4
-    return 4 * torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return 4 * compute_units(torch.cuda.current_device())
 
 
 def row_config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
