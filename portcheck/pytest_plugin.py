@@ -240,6 +240,13 @@ def portcheck_session(request):
     return session
 
 
+def _write_bench_report(report_dir, records) -> None:
+    if any(r.get("kind") == "bench" for r in records):
+        from .bench_report import bench_matrix
+        from .report import atomic_write
+        atomic_write(report_dir / "bench.md", f"# pytest --bench\n\n{bench_matrix(records)}")
+
+
 def pytest_runtest_logreport(report):
     """A benchmark run rewrites bench.md after every figure, so one cut short keeps its report."""
     if report.when != "call" or "test_portcheck_bench" not in report.nodeid:
@@ -249,10 +256,8 @@ def pytest_runtest_logreport(report):
         return
     path = state.report_dir / "results.jsonl"
     if path.exists():
-        from .bench_report import bench_matrix
-        from .report import atomic_write
         from .results import read
-        atomic_write(state.report_dir / "bench.md", f"# pytest --bench\n\n{bench_matrix(read(path))}")
+        _write_bench_report(state.report_dir, read(path))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -263,16 +268,14 @@ def pytest_sessionfinish(session, exitstatus):
     if path.exists():
         from .report import atomic_write, markdown
         from .results import read
-        atomic_write(state.report_dir / "matrix.md", markdown(read(path), f"pytest --target={state.target}"))
-        compiled = [r for r in read(path) if r.get("kind") == "compile"]
+        records = read(path)
+        atomic_write(state.report_dir / "matrix.md", markdown(records, f"pytest --target={state.target}"))
+        compiled = [r for r in records if r.get("kind") == "compile"]
         if compiled:
             from .compile_report import compile_matrix
             atomic_write(state.report_dir / "compile.md",
                          f"# pytest --target={state.target}: compile matrix\n\n" + compile_matrix(compiled))
-        records = read(path)
-        if any(r.get("kind") == "bench" for r in records):
-            from .bench_report import bench_matrix
-            atomic_write(state.report_dir / "bench.md", f"# pytest --bench\n\n{bench_matrix(records)}")
+        _write_bench_report(state.report_dir, records)
 
 
 # ---- cross-compilation checks ------------------------------------------------------------------
