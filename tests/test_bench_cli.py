@@ -150,3 +150,13 @@ def test_spec_takes_the_case_a_name_names_though_it_is_also_a_family(tmp_path, c
                      "--spec", '{"dtype": "bf16", "rows": 8, "cols": 4096}', "--out", str(out)]) == 0
     recs = results.read(out / "results.jsonl")
     assert {r["case"] for r in recs} == {"softmax"} and recs[0]["bench"]["spec"]["rows"] == 8
+
+
+def test_replay_also_takes_the_case_a_name_names():
+    from portcheck.commands._common import named_case
+    from portcheck import cases
+    family = cases.select(["softmax"])
+    assert {c.name for c in family} == {"softmax", "softmax_long"}
+    assert [c.name for c in named_case(family, "softmax")] == ["softmax"]
+    assert named_case(family, "softmax*") == family          # a glob keeps what it selected
+    assert named_case(family, "softmax,softmax_long") == family

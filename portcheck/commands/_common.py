@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from pathlib import Path
 
@@ -19,6 +20,25 @@ def check_dtypes(selected, dtypes) -> None:
         fmt(d)  # an unknown name is a usage error listing the known ones
         if not any(d in c.dtypes for c in selected):
             raise UsageError(f"no selected kernel takes dtype {d!r}")
+
+
+def json_spec(flag: str, text: str, what: str) -> dict:
+    """The spec dict a flag carries as JSON (it must name its dtype); UsageError otherwise."""
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} is not JSON: {exc}") from None
+    if not isinstance(spec, dict) or "dtype" not in spec:
+        raise UsageError(f"{flag} needs {what}")
+    return spec
+
+
+def named_case(selected: list, kernel: str | None) -> list:
+    """The one case a single --kernel names exactly (`softmax` names a case and its family),
+    else the selection as it was."""
+    names = csv(kernel)
+    exact = [c for c in selected if c.name in names]
+    return exact if len(names) == 1 and len(exact) == 1 else selected
 
 
 def writable_dir(path: str | Path) -> Path:

@@ -7,7 +7,6 @@ table is added as a model. Writes results.jsonl and bench.md into --out.
 """
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 import time
@@ -21,7 +20,7 @@ from ..overrides import load as load_overrides
 from ..report import atomic_write
 from ..targets.archs import ARCHS, parse_archs
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
-from ._common import check_dtypes, csv, timestamped, writable_dir
+from ._common import check_dtypes, csv, json_spec, named_case, timestamped, writable_dir
 
 NAME = "bench"
 HELP = "time kernels on this GPU against measured ceilings, baselines and the roofline"
@@ -74,16 +73,8 @@ def _plan(args, matrix: Matrix, settings):
     dtypes = csv(args.dtype) or None
     check_dtypes(selected, dtypes)
     if args.spec:
-        try:
-            spec = json.loads(args.spec)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--spec is not JSON: {exc}") from None
-        if not isinstance(spec, dict) or "dtype" not in spec:
-            raise UsageError("--spec needs a JSON object with at least 'dtype' (a bench spec)")
-        names = csv(args.kernel) or []
-        exact = [c for c in selected if c.name in names]    # `softmax` is a case and a family
-        if len(names) == 1 and len(exact) == 1:
-            selected = exact
+        spec = json_spec("--spec", args.spec, "a JSON object with at least 'dtype' (a bench spec)")
+        selected = named_case(selected, args.kernel)
         if len(selected) != 1:
             raise UsageError("--spec needs exactly one --kernel (a case name)")
         case = selected[0]

@@ -24,7 +24,7 @@ from ..overrides import load as load_overrides
 from ..report import atomic_write, markdown
 from ..supervise import EXIT_CONTEXT_LOST, announce, inflight_path, supervise
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
-from ._common import check_dtypes, csv, timestamped, writable_dir
+from ._common import check_dtypes, csv, json_spec, named_case, timestamped, writable_dir
 
 NAME = "run"
 HELP = "check kernels against float64 oracles on this machine's targets and write a report"
@@ -68,12 +68,8 @@ def _plan(args) -> tuple[Matrix, list[str], list, list[str] | None]:
     if matrix.overrides:
         load_overrides(matrix.overrides)  # an invalid or expired entry stops the run before it starts
     if args.replay:
-        try:
-            spec = json.loads(args.replay)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--replay is not JSON: {exc}") from None
-        if not isinstance(spec, dict) or "dtype" not in spec:
-            raise UsageError("--replay needs the JSON spec printed by a failure (an object with 'dtype')")
+        spec = json_spec("--replay", args.replay, "the JSON spec printed by a failure (an object with 'dtype')")
+        selected = named_case(selected, args.kernel)
         if len(selected) != 1 or len(targets) != 1:
             raise UsageError("--replay needs exactly one --kernel and one --target")
         args.replay_spec = spec
