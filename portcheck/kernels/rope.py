@@ -29,7 +29,7 @@ from ._launch import num_warps_for, warp_size
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 ELEMS_PER_PROGRAM = 4096      # elements of one head block times tokens, per loop step
 # elements per thread: 4 warps a 4096-element step reach 0.91-0.92 of copy on the H200 (bf16,
-# 32 query / 8 key heads of 128), against 0.74-0.86 at 8192 elements and 32 warps
+# 32 query / 8 key heads of 128), against 0.74-0.86 at 8192 elements and 16 warps
 # (tools/sweep_launch.py, 2026-11-30)
 ELEMS_PER_THREAD = 32
 MAX_HEAD_SIZE = 1024
