@@ -24,6 +24,7 @@ from .matrix import BenchSettings
 from .overrides import find
 from .provenance import collect
 from .results import Result
+from .strategies import drawn_on
 from .targets.archs import ARCHS
 from .targets.runtime import TARGETS
 
@@ -129,6 +130,19 @@ def speed_goals(bench: dict) -> list[dict]:
             goals.append({"goal": f"no slower than {name}", "value": b["speedup"],
                           "met": slower_by <= max(kernel.iqr_ms, other.iqr_ms, kernel.resolution_ms)})
     return goals
+
+
+class PhaseClock:
+    """Host wall time of each phase of one figure (where a benchmark run spends its time)."""
+
+    def __init__(self):
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.laps[phase] = round(self.laps.get(phase, 0.0) + now - self._last, 3)
+        self._last = now
 
 
 class BenchRunner:
@@ -263,18 +277,23 @@ class BenchRunner:
 
     def _measure(self, case: Case, spec: dict, ceil: dict, clocks_read: dict) -> dict:
         torch, s = self.torch, self.settings
-        args0 = case.make(spec, self.target.device)
-        cost = case.cost(args0)
-        sets = rotation_sets(cost.bytes, self.l2_bytes)
-        arg_sets = [args0] + [case.make(spec, self.target.device) for _ in range(sets - 1)]
+        wall = PhaseClock()
+        with drawn_on(self.target.device):   # seconds of host time a 1 GB input, otherwise
+            args0 = case.make(spec, self.target.device)
+            cost = case.cost(args0)
+            sets = rotation_sets(cost.bytes, self.l2_bytes)
+            arg_sets = [args0] + [case.make(spec, self.target.device) for _ in range(sets - 1)]
         out_sets = [{n: torch.empty(shape, dtype=dt, device=self.target.device)
                      for n, (shape, dt) in case.outputs(a).items()} for a in arg_sets]
         kernel_fns = [(lambda a=a, o=o: case.launch(a, o)) for a, o in zip(arg_sets, out_sets)]
         graph_below_ms = s.graph_below_us / 1e3
+        wall.lap("inputs")
         warm_up(kernel_fns[0], 3)
+        wall.lap("warm_up")
         clocks_read["before"] = self._clocks()
         kernel = time_callables(kernel_fns, repeats=s.repeats, graph_below_ms=graph_below_ms)
         method = kernel.method
+        wall.lap("kernel")
 
         baselines: dict[str, dict] = {}
         try:
@@ -285,12 +304,15 @@ class BenchRunner:
         names = list(base_sets[0]) if base_sets else []
         for name in names:
             baselines[name] = self._time_baseline([b[name] for b in base_sets], method, kernel)
+            wall.lap("baselines")
             if name == "torch" and s.compile:
                 baselines[COMPILE_BASELINE] = self._time_compiled([b[name] for b in base_sets],
                                                                   method, kernel)
+                wall.lap("torch.compile")
         repeat = None
         if s.repeat_check:
             repeat = time_callables(kernel_fns, repeats=s.repeats, method=method)
+            wall.lap("repeat")
         clocks_read["after"] = self._clocks()
 
         # figures
@@ -304,7 +326,9 @@ class BenchRunner:
                  "l2_bytes": self.l2_bytes, "device": self.device, "ceilings": summ,
                  "ceiling": {**fc.to_dict(), "copy_gbs": summ["copy_gbs"]},
                  "fraction_of_ceiling": roofline.fraction(fc.ms, ks.median_ms),
-                 "baselines": baselines, "clocks": dict(clocks_read)}
+                 "baselines": baselines, "clocks": dict(clocks_read),
+                 "inputs": "normal values drawn on the device (not the CPU stream checks use)",
+                 "wall_s": wall.laps}
         if self.arch is not None:
             fd = roofline.model_floor(cost.bytes, cost.flops, self.arch, spec["dtype"])
             bench["datasheet"] = {**fd.to_dict(), "arch": self.arch.name, "example": self.arch.example,

@@ -6,6 +6,8 @@ the same bits on any machine: that is what makes a failure replayable from one c
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import torch
@@ -65,29 +67,65 @@ def generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(seed))
 
 
+# Where normal() draws. Benchmarks draw on the GPU: a 1 GB float64 CPU draw costs seconds of host
+# time a figure, which would dominate a benchmark run and keep it from scaling over GPUs.
+_DRAW_ON: contextvars.ContextVar[str | None] = contextvars.ContextVar("portcheck_draw_on", default=None)
+
+
+@contextlib.contextmanager
+def drawn_on(device: str):
+    """Inside, normal() draws on `device` from a generator seeded by the CPU one: reproducible
+    per seed and device type, but not the CPU stream, so checks (which replay specs on any
+    machine) never use it."""
+    token = _DRAW_ON.set(device)
+    try:
+        yield
+    finally:
+        _DRAW_ON.reset(token)
+
+
+def normal(shape, gen: torch.Generator) -> torch.Tensor:
+    """Standard normal float64 values of `shape`: from `gen` on the CPU, or on drawn_on's device."""
+    device = _DRAW_ON.get()
+    if device is None:
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    on_device = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(*shape, generator=on_device, device=device, dtype=torch.float64)
+
+
 def values(shape, dtype: str, regime: str, gen: torch.Generator, scale: float = 1.0) -> torch.Tensor:
-    """A CPU tensor in `dtype` drawn from a regime; last dimension = one row."""
+    """A tensor in `dtype` drawn from a regime (on the CPU unless inside drawn_on); last
+    dimension = one row. Works in place on the float64 draw: it is the size of the input."""
     f = fmt(dtype)
-    base = torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
+    base = normal(shape, gen)
+    if scale != 1.0:
+        base.mul_(scale)
     if regime == "large":
         # large but finite in the format, so a missing max-subtraction or a naive sum of squares shows
-        base = base * min(1e4, 2.0 ** (math.log2(torch.finfo(f.torch_dtype).max) / 2 - 1))
+        base.mul_(min(1e4, 2.0 ** (math.log2(torch.finfo(f.torch_dtype).max) / 2 - 1)))
     elif regime == "tiny":
-        base = base * f.tiny * 4   # around the smallest normal: many values become subnormal
+        base.mul_(f.tiny * 4)   # around the smallest normal: many values become subnormal
     elif regime == "equal":
-        row = torch.randn(*shape[:-1], 1, generator=gen, dtype=torch.float64) * scale
+        row = normal((*shape[:-1], 1), gen)
+        if scale != 1.0:
+            row.mul_(scale)
         base = row.expand(*shape).clone()
     elif regime == "special":
         flat = base.flatten()
         n = flat.numel()
         picks = torch.randint(0, n, (max(1, n // 16),), generator=gen)
         kinds = torch.randint(0, 3, picks.shape, generator=gen)
-        flat[picks] = torch.tensor([float("inf"), float("-inf"), float("nan")], dtype=torch.float64)[kinds]
+        specials = torch.tensor([float("inf"), float("-inf"), float("nan")], dtype=torch.float64)
+        flat[picks.to(flat.device)] = specials[kinds].to(flat.device)
         base = flat.reshape(shape)
     elif regime != "normal":
         raise ValueError(f"unknown value regime {regime!r}; known: {', '.join(REGIMES)}")
     limit = torch.finfo(f.torch_dtype).max
-    base = torch.where(base.isfinite(), base.clamp(-limit, limit), base)
+    if regime == "special":   # keep the infinities; clamp only the finite values
+        base = torch.where(base.isfinite(), base.clamp(-limit, limit), base)
+    else:                     # every value is finite
+        base.clamp_(-limit, limit)
     return base.to(f.torch_dtype)
 
 

@@ -117,6 +117,8 @@ def test_runner_records_ceilings_figures_baselines_and_models(fake_gpu, tmp_path
     assert isinstance(b["repeat_agrees"], bool)
     assert r.provenance["gpu_uuid"] == "1234abcd" and r.provenance["device"] == "Fake H200"
     assert "--spec" in r.reproduce
+    assert {"inputs", "warm_up", "kernel", "baselines", "repeat"} <= set(b["wall_s"])
+    assert all(v >= 0 for v in b["wall_s"].values())
 
     recs = results.read(path)
     kinds = [(x["case"], x["evidence"], x["arch"]) for x in recs]

@@ -532,8 +532,7 @@ def _float_operands(spec: dict, gen: torch.Generator):
     large (the largest |C| an eighth of the output format's max), small (|C| near its smallest
     normal, so subnormal outputs appear)."""
     m, n, k, dtype = spec["m"], spec["n"], spec["k"], spec["dtype"]
-    a = torch.randn(m, k, generator=gen, dtype=torch.float64)
-    b = torch.randn(k, n, generator=gen, dtype=torch.float64)
+    a, b = S.normal((m, k), gen), S.normal((k, n), gen)
     if spec["regime"] == "positive":
         a, b = a.abs(), b.abs()
     f = fmt(dtype)
@@ -587,8 +586,7 @@ def _fp8_operands(spec: dict, gen: torch.Generator):
         pick = lambda *shape: codes[torch.randint(0, codes.numel(), shape, generator=gen)].view(tdt)  # noqa: E731
         a, b = pick(m, k), pick(k, n)
     else:
-        a = torch.randn(m, k, generator=gen, dtype=torch.float64)
-        b = torch.randn(k, n, generator=gen, dtype=torch.float64)
+        a, b = S.normal((m, k), gen), S.normal((k, n), gen)
         if spec["regime"] == "positive":
             a, b = a.abs(), b.abs()
         a, b = a.clamp(-fmax, fmax).to(tdt), b.clamp(-fmax, fmax).to(tdt)
