@@ -44,10 +44,12 @@ def rmsnorm_rows_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_stride,
     mask = row_ok[:, None] & col_ok[None, :]
     rows64 = rows.to(tl.int64)[:, None]
     x = tl.load(x_ptr + rows64 * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    if HAS_W:   # issued before the reduction, so its L2 latency overlaps it instead of following it
+        w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
     y = x * rstd[:, None]
     if HAS_W:
-        y = y * tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        y = y * w
     tl.store(y_ptr + rows64 * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(rstd_ptr + rows, rstd, mask=row_ok)
 
