@@ -47,20 +47,15 @@ def layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows
     mask = row_ok[:, None] & col_ok[None, :]
     rows64 = rows.to(tl.int64)[:, None]
     x = tl.load(x_ptr + rows64 * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    # weight and bias are issued before the reductions, so their L2 latency overlaps them
-    if HAS_W:
-        w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    if HAS_B:
-        b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     mean = tl.sum(x, axis=1) / n_cols
     centred = tl.where(mask, x - mean[:, None], 0.0)
     var = tl.sum(centred * centred, axis=1) / n_cols
     rstd = tl.math.rsqrt(var + eps)
     y = centred * rstd[:, None]
     if HAS_W:
-        y = y * w
+        y = y * tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     if HAS_B:
-        y = y + b
+        y = y + tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + rows64 * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(mean_ptr + rows, mean, mask=row_ok)
     tl.store(rstd_ptr + rows, rstd, mask=row_ok)
