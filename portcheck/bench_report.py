@@ -148,7 +148,27 @@ def _measured_section(recs: list[dict], ceilings: dict | None) -> list[str]:
                                          "TFLOP/s", "of ceiling (bound)", "of datasheet",
                                          "speed-up vs baselines", "SM MHz before→after", "flags"],
                           tablefmt="github", disable_numparse=True))
-    return lines + [""]
+    return lines + [""] + _host_time_lines(recs)
+
+
+# the phases of one figure, in the order benchrun runs them
+PHASES = ("inputs", "warm_up", "kernel", "baselines", "torch.compile", "repeat")
+
+
+def _host_time_lines(recs: list[dict]) -> list[str]:
+    """Where this device's run spent its host time, summed over its figures by phase (cold
+    compiles and autotuning show as warm-up, baselines and torch.compile)."""
+    total: dict[str, float] = {}
+    for r in recs:
+        for phase, s in r.get("bench", {}).get("wall_s", {}).items():
+            total[phase] = total.get(phase, 0.0) + s
+    if not total:
+        return []
+    order = {phase: i for i, phase in enumerate(PHASES)}
+    phases = sorted(total, key=lambda phase: order.get(phase, len(order)))
+    parts = ", ".join(f"{phase} {total[phase]:,.1f} s" for phase in phases)
+    return [f"Host time of these {len(recs)} figures by phase: {parts}; "
+            f"{sum(total.values()):,.1f} s in all. Inputs are drawn on the device.", ""]
 
 
 def _goals_section(measured: list[dict]) -> list[str]:

@@ -6,6 +6,7 @@ ceilings and clocks are canned. What is checked is everything around the timing:
 baselines and their errors, peers and goals, the record schema, the model rows, the report.
 """
 import math
+import re
 import time
 import types
 
@@ -133,6 +134,8 @@ def test_runner_records_ceilings_figures_baselines_and_models(fake_gpu, tmp_path
     assert "Fake H200" in md and "copy **4,000 GB/s**" in md
     assert "broken: error" in md and "liger" in md
     assert "Roofline model for archs with no device here" in md and "gfx942" in md
+    assert re.search(r"Host time of these 1 figures by phase: inputs [0-9.]+ s, warm_up [0-9.]+ s, "
+                     r"kernel [0-9.]+ s, baselines [0-9.]+ s, repeat [0-9.]+ s; [0-9.]+ s in all", md)
 
 
 def test_a_second_case_reuses_the_ceilings_and_graph_failure_falls_back(fake_gpu, tmp_path):
