@@ -159,15 +159,16 @@ def _host_time_lines(recs: list[dict]) -> list[str]:
     """Where this device's run spent its host time, summed over its figures by phase (cold
     compiles and autotuning show as warm-up, baselines and torch.compile)."""
     total: dict[str, float] = {}
-    for r in recs:
-        for phase, s in r.get("bench", {}).get("wall_s", {}).items():
+    timed = [r["bench"]["wall_s"] for r in recs if r.get("bench", {}).get("wall_s")]
+    for wall in timed:
+        for phase, s in wall.items():
             total[phase] = total.get(phase, 0.0) + s
     if not total:
         return []
     order = {phase: i for i, phase in enumerate(PHASES)}
     phases = sorted(total, key=lambda phase: order.get(phase, len(order)))
     parts = ", ".join(f"{phase} {total[phase]:,.1f} s" for phase in phases)
-    return [f"Host time of these {len(recs)} figures by phase: {parts}; "
+    return [f"Host time of these {len(timed)} figures by phase: {parts}; "
             f"{sum(total.values()):,.1f} s in all. Inputs are drawn on the device.", ""]
 
 
