@@ -165,3 +165,21 @@ def test_alignment_hints_name_only_the_16_byte_multiples_triton_cannot_see():
     assert alignment_hints((4097, 4097, 4097, 4097, 1, 4097, 1, 4097, 1), 2) == {}   # not provable
     assert alignment_hints((4104,) * 9, 1) == {}       # fp8 / int8: a 16-byte vector is 16 elements
     assert alignment_hints((4100,) * 3 + (4100, 1) * 3, 4) == {"VEC": 4, "HINTS": 1 | 2 | 4 | 8 | 32 | 128}
+
+
+def test_fp32_on_a_tf32_arch_is_also_compared_with_the_library_at_tf32(on_arch):
+    """torch's default fp32 matmul is exact; the kernel uses tf32 where the arch has it, so the
+    bench adds the library at tf32, and leaves torch's setting as it found it."""
+    spec = {"dtype": "fp32", "m": 8, "n": 8, "k": 8, "a_layout": "row", "b_layout": "row",
+            "bias": False, "activation": "none", "config": None, "regime": "normal", "seed": 0}
+    on_arch("sm_90a")
+    args = mm._make(spec, "cpu")
+    assert args["precision"] == "tf32"
+    matmul_settings = torch.backends.cuda.matmul
+    before = getattr(matmul_settings, "fp32_precision", None), matmul_settings.allow_tf32
+    found = mm._baselines(args)
+    assert {"torch", "torch.matmul tf32"} <= set(found)
+    assert torch.equal(found["torch.matmul tf32"](), found["torch"]())   # on the CPU tf32 is moot
+    assert (getattr(matmul_settings, "fp32_precision", None), matmul_settings.allow_tf32) == before
+    on_arch("gfx90a")   # no tf32 there: ieee, and no tf32 baseline
+    assert "torch.matmul tf32" not in mm._baselines(mm._make(spec, "cpu"))

@@ -792,6 +792,16 @@ def _baselines(args):
             found["torch"] = lambda: _torch_epilogue(torch.matmul(a, b), args)
         else:
             found["torch"] = lambda: _torch_epilogue(torch.addmm(bias, a, b), args)
+        if args["precision"] == "tf32":
+            # torch's default fp32 matmul is exact ieee; the library at the kernel's own precision
+            # is the like-for-like baseline
+            from ..ceilings import fp32_matmul
+            plain = found["torch"]
+
+            def tf32():
+                with fp32_matmul(tf32=True):
+                    return plain()
+            found["torch.matmul tf32"] = tf32
         try:
             from flag_gems.ops import mm as gems_mm
             if bias is None and args["activation"] == "none":
