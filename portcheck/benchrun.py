@@ -278,7 +278,7 @@ class BenchRunner:
     def _measure(self, case: Case, spec: dict, ceil: dict, clocks_read: dict) -> dict:
         torch, s = self.torch, self.settings
         wall = PhaseClock()
-        with drawn_on(self.target.device):   # seconds of host time a 1 GB input, otherwise
+        with drawn_on(self.target.device):   # a 1 GB input drawn on the host costs seconds
             args0 = case.make(spec, self.target.device)
             cost = case.cost(args0)
             sets = rotation_sets(cost.bytes, self.l2_bytes)
