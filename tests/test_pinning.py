@@ -117,3 +117,30 @@ def test_bench_without_a_device_is_refused(tmp_path):
                              capture_output=True, text=True, timeout=300)
         assert run.returncode == 4, run.stdout + run.stderr      # pytest's usage-error status
         assert "--bench" in run.stderr and "no device" in run.stderr
+
+
+def test_benchmarks_steal_work_unless_the_user_chose_a_scheduling(monkeypatch):
+    from types import SimpleNamespace
+
+    from portcheck import pytest_plugin
+
+    def config(args, bench=True, addopts=()):
+        return SimpleNamespace(invocation_params=SimpleNamespace(args=tuple(args)),
+                               getini=lambda name: list(addopts),
+                               getoption=lambda name: bench if name == "--bench" else None,
+                               getvalue=lambda name: ["popen", "popen"] if name == "tx" else None)
+
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    assert not pytest_plugin.dist_given(config(["-n", "2", "--bench"]))
+    for chosen in (["--dist", "load"], ["--dist=loadfile"], ["-d"]):
+        assert pytest_plugin.dist_given(config(["-n", "2", *chosen]))
+    assert pytest_plugin.dist_given(config(["-n", "2"], addopts=["--dist=load"]))
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--dist load")
+    assert pytest_plugin.dist_given(config(["-n", "2"]))
+    monkeypatch.delenv("PYTEST_ADDOPTS")
+    # checks keep xdist's own choice; so do benchmarks given --dist
+    assert pytest_plugin.pytest_xdist_make_scheduler(config(["-n", "2"], bench=False), None) is None
+    assert pytest_plugin.pytest_xdist_make_scheduler(config(["--dist", "load"]), None) is None
+    from xdist.scheduler import WorkStealingScheduling
+    assert isinstance(pytest_plugin.pytest_xdist_make_scheduler(config(["-n", "2"]), None),
+                      WorkStealingScheduling)
