@@ -20,7 +20,6 @@ is built once per session in worker processes; `test_portcheck_compile` reads it
 from __future__ import annotations
 
 import os
-import random
 import shlex
 import sys
 from pathlib import Path
@@ -51,7 +50,7 @@ def pytest_addoption(parser):
     g.addoption("--matrix", default=None, help="matrix file (default: matrices/default.toml if present)")
     g.addoption("--portcheck-profile", default=None, choices=PROFILES,
                 help="hypothesis profile (default: ci when CI is set, else dev)")
-    g.addoption("--portcheck-seed", default=None, type=int, help="session seed (default: random)")
+    g.addoption("--portcheck-seed", default=None, type=int, help="session seed (default: 0 under a derandomized profile such as ci, else random)")
     g.addoption("--bench", action="store_true",
                 help="benchmark each case's bench specs on the GPU target (ceilings, baselines, "
                      "roofline); with -n N each xdist worker owns one GPU")
@@ -81,7 +80,8 @@ class _State:
         workerinput = getattr(config, "workerinput", None)
         self.seed = (workerinput or {}).get("portcheck_seed", opt("--portcheck-seed"))
         if self.seed is None:
-            self.seed = random.randrange(2**31)
+            from .strategies import session_seed
+            self.seed = session_seed(self.profile)
         report = opt("--portcheck-report")
         self.report_dir = Path(report) if report else None
         self.is_controller = workerinput is None

@@ -36,3 +36,9 @@ def test_regimes_stay_finite_in_the_format_except_special(draw_on):
     f = special.float()
     assert torch.isnan(f).any() and torch.isposinf(f).any() and torch.isneginf(f).any()
     assert (equal == equal[:, :1]).all()
+
+
+def test_the_session_seed_is_fixed_under_a_derandomized_profile_only():
+    assert S.session_seed("ci") == S.session_seed("ci") == 0   # a gate: the same examples every run
+    seeds = {S.session_seed("dev") for _ in range(8)}
+    assert len(seeds) > 1 and all(0 <= s < 2**31 for s in seeds)
