@@ -189,8 +189,9 @@ def dist_given(config) -> bool:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Benchmarks over GPUs steal work unless --dist says otherwise. On a cold machine specs
-    differ in cost by 100x (fp32 matmul, where a peer autotunes: 111 s; fp8 quant: 0.8 s); with xdist's
-    'load' one H200 of two sat idle the last 44 s of a 295 s run, with work stealing 1 s."""
+    differ in cost by 100x (fp32 matmul, where a peer autotunes: 111 s; fp8 quant: 0.8 s);
+    with xdist's 'load' one H200 of two sat idle the last 44 s of a 295 s run, with work
+    stealing 1 s."""
     if not config.getoption("--bench") or dist_given(config):
         return None
     try:
