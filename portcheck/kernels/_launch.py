@@ -59,11 +59,18 @@ def check_out(name: str, t, shape, dtype) -> None:
 INTERPRETER_PROGRAMS = 2   # persistent grids on the interpreter: few, so each program loops over rows
 
 
-@lru_cache(maxsize=None)
-def compute_units(device_index: int) -> int:
-    """SMs (NVIDIA) or CUs (AMD) of a GPU, asked once per device."""
+def compute_units(device=None) -> int:
+    """SMs (NVIDIA) or CUs (AMD) of a GPU: a torch device, or None (or one without an index)
+    for the current device."""
     import torch
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+    index = getattr(device, "index", None)
+    return _compute_units(torch.cuda.current_device() if index is None else index)
+
+
+@lru_cache(maxsize=None)
+def _compute_units(index: int) -> int:
+    import torch
+    return torch.cuda.get_device_properties(index).multi_processor_count   # asked once per device
 
 
 def check_programs(programs) -> None:
@@ -80,9 +87,5 @@ def persistent_programs(n_rows: int, device, per_unit: int, programs: int | None
         if interpreted() or device.type != "cuda":
             programs = INTERPRETER_PROGRAMS
         else:
-            index = device.index
-            if index is None:
-                import torch
-                index = torch.cuda.current_device()
-            programs = per_unit * compute_units(index)
+            programs = per_unit * compute_units(device)
     return max(1, min(n_rows, programs))

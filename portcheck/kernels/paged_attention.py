@@ -76,13 +76,6 @@ def active_family() -> str:
     return arch_family(target.backend, target.arch)
 
 
-def device_compute_units(device: torch.device) -> int:
-    """SMs (NVIDIA) or CUs (AMD) of the device; the interpreter counts as 4."""
-    if device.type != "cuda":
-        return 4
-    return compute_units(device.index if device.index is not None else torch.cuda.current_device())
-
-
 def choose_splits(programs: int, max_context: int, block_n: int, units: int, per_unit: int) -> int:
     """Splits of the context so the grid has about per_unit programs per SM, each split at least
     MIN_SPLIT_TOKENS long."""
@@ -272,8 +265,8 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
         raise ValueError(f"BLOCK_N must be a power of two of at least 16 (tl.dot), got {cfg.block_n}")
     programs = num_seqs * heads_kv
     if num_splits is None:
-        num_splits = choose_splits(programs, max_context_len, cfg.block_n,
-                                   device_compute_units(query.device), cfg.programs_per_unit)
+        units = compute_units(query.device) if query.device.type == "cuda" else 4   # the interpreter: 4
+        num_splits = choose_splits(programs, max_context_len, cfg.block_n, units, cfg.programs_per_unit)
     if not 1 <= num_splits <= MAX_SPLITS:
         raise ValueError(f"num_splits must be in [1, {MAX_SPLITS}], got {num_splits}")
     tokens_per_split = triton.cdiv(triton.cdiv(max_context_len, num_splits), cfg.block_n) * cfg.block_n

@@ -247,7 +247,7 @@ def _programs_per_machine() -> int:
     """Programs that keep the whole device busy in a grid-stride loop: 4 per SM / CU."""
     if interpreted() or not torch.cuda.is_available():
         return 4
-    return 4 * compute_units(torch.cuda.current_device())
+    return 4 * compute_units()
 
 
 def row_config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
