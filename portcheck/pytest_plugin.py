@@ -397,23 +397,17 @@ def portcheck_compile_records(request, tmp_path_factory):
     command = shlex.join(["pytest", *sys.argv[1:]])
 
     def run(claim, publish):
-        from .results import append_many
-        unwritten = []
+        from contextlib import nullcontext
 
-        def keep(r):
-            publish(r)
-            if results_path is None:
-                return
-            unwritten.append(r.to_dict())
-            if len(unwritten) >= 64:          # one write and fsync per batch
-                append_many(results_path, unwritten)
-                unwritten.clear()
-        try:
+        from .results import BatchedAppender
+        with BatchedAppender(results_path) if results_path else nullcontext() as written:
+            def keep(r):
+                publish(r)
+                if written is not None:
+                    written.add(r.to_dict())
+
             compile_tasks(tasks, settings, on_result=keep, command=command, overrides=state.overrides,
                           claim=claim)
-        finally:
-            if results_path is not None:
-                append_many(results_path, unwritten)
     shared = SharedRecords(str(share), tasks, run)
     request.addfinalizer(shared.join)     # every record written before the report is
     return shared

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -64,6 +65,33 @@ def append_many(path: Path, records: list[dict]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class BatchedAppender:
+    """Appends records as they come, written and fsync'd at most once a second (a compile matrix
+    makes thousands; an fsync each costs more than the compiles). Use as a context manager: the
+    rest is written on the way out, whatever ends the block."""
+
+    def __init__(self, path: Path, every_s: float = 1.0):
+        self.path, self.every_s = path, every_s
+        self.pending: list[dict] = []
+        self.last = time.monotonic()
+
+    def add(self, record: dict) -> None:
+        self.pending.append(record)
+        if time.monotonic() - self.last > self.every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        append_many(self.path, self.pending)
+        self.pending = []
+        self.last = time.monotonic()
+
+    def __enter__(self) -> "BatchedAppender":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.flush()
 
 
 def read(path: Path) -> list[dict]:

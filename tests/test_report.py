@@ -366,3 +366,20 @@ def test_bench_records_get_a_speed_report_with_the_newest_figure(runs, tmp_path,
     assert report(capsys, runs["nvidia"], "--out", out, "--quiet")[0] == 0
     speed = (out / "bench.md").read_text()
     assert "## Speed" in speed and "Ceilings measured in this run: copy **4,200 GB/s**" in speed
+
+
+def test_batched_appends_write_every_record_even_when_the_block_fails(tmp_path):
+    from portcheck.results import BatchedAppender, read
+    path = tmp_path / "results.jsonl"
+    with BatchedAppender(path, every_s=3600) as out:
+        out.add({"i": 0})
+        assert not path.exists()            # held back until a second has passed or the block ends
+    assert read(path) == [{"i": 0}]
+    with pytest.raises(RuntimeError):
+        with BatchedAppender(path, every_s=3600) as out:
+            out.add({"i": 1})
+            raise RuntimeError("a compile run interrupted")
+    with BatchedAppender(path, every_s=0) as out:
+        out.add({"i": 2})
+        assert read(path)[-1] == {"i": 2}   # past the interval: written at once
+    assert [r["i"] for r in read(path)] == [0, 1, 2]

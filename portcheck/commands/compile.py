@@ -110,24 +110,16 @@ def main(args) -> int:
               f"({settings.jobs} jobs, {settings.timeout:g} s limit each)", flush=True)
         command = shlex.join(["portcheck", "compile", *sys.argv[2:]]) if sys.argv[1:2] == ["compile"] \
             else shlex.join(["portcheck", "compile"])
-        done, unwritten, last_write = [], [], time.monotonic()
+        done = []
+        with results.BatchedAppender(results_path) as written:
+            def show(r):
+                rec = r.to_dict()
+                done.append(rec)
+                written.add(rec)
+                detail = cell([rec]) + (f"  {r.message}" if r.verdict not in ("pass", "skip") else "")
+                print(f"{r.arch:<8} {r.case:<22} {r.variant[:48]:<48} {r.verdict:<5} {detail}", flush=True)
 
-        def show(r):
-            nonlocal last_write
-            rec = r.to_dict()
-            done.append(rec)
-            unwritten.append(rec)
-            if time.monotonic() - last_write > 1.0:    # appended as they come, fsync'd once a second
-                results.append_many(results_path, unwritten)
-                unwritten.clear()
-                last_write = time.monotonic()
-            detail = cell([rec]) + (f"  {r.message}" if r.verdict not in ("pass", "skip") else "")
-            print(f"{r.arch:<8} {r.case:<22} {r.variant[:48]:<48} {r.verdict:<5} {detail}", flush=True)
-
-        try:
             compile_tasks(tasks, settings, on_result=show, command=command, overrides=overrides, pool=pool)
-        finally:
-            results.append_many(results_path, unwritten)
     atomic_write(out / "compile.md", "# portcheck compile\n\n" + compile_matrix(done))
     bad = sum(r["verdict"] in ("fail", "error", "xpass") for r in done)
     for module, why in registry.LOAD_ERRORS.items():   # a kernel module that does not import
