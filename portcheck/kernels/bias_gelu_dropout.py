@@ -5,8 +5,9 @@ element (r, c) is kept when uniform(Philox4x32-10(seed, counter = g // 4)[g % 4]
 uniform is Triton's uint_to_uniform_float (what tl.rand applies). One Philox call serves four
 consecutive elements: tl.rand per element uses one of its four words, and Philox's integer
 multiplies, not memory, then bound the kernel (25% of copy bandwidth on an H200 at bf16
-32768 x 4096; packed, 43%, where the erf GELU is the next limit: 70% with no dropout). The mask depends on neither the tiling nor the input's row stride, and a caller
-resumes a stream by advancing `offset` by the element count.
+32768 x 4096; packed, 43%, where the erf GELU is the next limit: 70% with no dropout). The
+mask depends on neither the tiling nor the input's row stride, and a caller resumes a stream
+by advancing `offset` by the element count.
 Kept elements are scaled by 1 / (1 - p). p == 0 is no dropout: every element is kept and no
 random numbers are drawn. GELU is the exact erf form, or the tanh approximation built from exp.
 
