@@ -10,6 +10,9 @@ on a ROCm build, and triton.testing.do_bench goes through Triton's active driver
 - Inputs whose bytes would fit in L2 are rotated over several copies (`rotation_sets`), so graph
   replays (which do not flush) read from memory, not from the cache.
 - Warm-up (compilation, autotuning, lazy library loads) runs before anything is measured.
+- A kernel, its second timer (the repeat check) and its baselines are sampled in interleaved
+  rounds, the order reversed every other round: a GPU whose clocks sag as it heats slows them
+  all alike, so a speed-up is not the clock's doing, and each figure's spread covers the drift.
 
 Nothing here imports torch or triton at module level: the statistics are plain Python and are
 tested on machines without a GPU.
@@ -32,6 +35,8 @@ GRAPH_SAMPLE_MS = 1.0             # aim for about this much GPU time per graph r
 MAX_GRAPH_CALLS = 2000
 MAX_FIGURE_MS = 2000.0            # long launches get fewer repeats, down to MIN_REPEATS
 MIN_REPEATS = 10
+MOST_ROUNDS = 6                   # interleaved rounds per figure: even, so forward and backward pair up
+LEAST_ROUND_SAMPLES = 5           # ...and no fewer samples a round (do_bench adds 7 launches a call)
 
 
 def quantile(sorted_samples: Sequence[float], q: float) -> float:
@@ -153,10 +158,42 @@ class Timing:
     sets: int = 1               # input copies rotated through
     calls_per_sample: int = 1   # launches averaged into one sample (graph replay)
     note: str = ""
+    round_medians_ms: tuple[float, ...] = ()   # one per round, in time order
+
+    @property
+    def drift(self) -> float:
+        """How far the round medians wander, over the median: the device's clocks moving while
+        the figure was taken (0 for a single round)."""
+        rm = self.round_medians_ms
+        if len(rm) < 2 or self.stats.median_ms <= 0:
+            return 0.0
+        return (max(rm) - min(rm)) / self.stats.median_ms
 
     def to_dict(self) -> dict:
         return {**self.stats.to_dict(), "method": self.method, "sets": self.sets,
-                "calls_per_sample": self.calls_per_sample, "note": self.note}
+                "calls_per_sample": self.calls_per_sample, "note": self.note,
+                "rounds": max(1, len(self.round_medians_ms)),
+                "round_medians_ms": list(self.round_medians_ms), "drift": self.drift}
+
+
+def round_sizes(repeats: int, rounds: int) -> list[int]:
+    """Split `repeats` samples over at most `rounds` rounds, as evenly as whole samples allow."""
+    rounds = max(1, min(rounds, repeats))
+    return [repeats // rounds + (1 if r < repeats % rounds else 0) for r in range(rounds)]
+
+
+def figure_rounds(repeats: Sequence[int], most: int = MOST_ROUNDS,
+                  least_samples: int = LEAST_ROUND_SAMPLES) -> int:
+    """Rounds for the timers of one figure: as many as the timer with the fewest repeats can fill
+    with `least_samples` each, at most `most`, and an even number when more than one."""
+    fill = min(repeats, default=1) // least_samples
+    return 1 if fill < 2 else min(most, fill) // 2 * 2
+
+
+def round_order(names: Sequence[str], r: int) -> list[str]:
+    """Round r's order: forwards, then backwards, and so on, so that drift within a round favours
+    no one."""
+    return list(names) if r % 2 == 0 else list(reversed(names))
 
 
 # ---- the GPU side ----------------------------------------------------------------------------
@@ -186,11 +223,43 @@ def estimate_ms(fn: Callable, calls: int = 5) -> float:
     return start.elapsed_time(end) / calls
 
 
+def capture_graph(fn: Callable, calls: int):
+    """`calls` launches captured in one CUDA/HIP graph, replayed once (libraries set up their
+    handles on a side stream first, outside the capture)."""
+    torch = _torch()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph
+
+
+def replay_samples(graph, repeats: int, calls: int) -> list[float]:
+    """Per-launch times (ms) of `repeats` replays, one event pair each."""
+    torch = _torch()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(repeats)]
+    for start, end in events:
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) / calls for s, e in events]
+
+
 def graph_estimate_ms(fn: Callable, calls: int = 5) -> float | None:
     """GPU time of one launch from a replayed graph of `calls` launches (no host in the loop),
     or None when the launch cannot be captured."""
     try:
-        return time_graph(fn, 3, calls).median_ms
+        return statistics.median(replay_samples(capture_graph(fn, calls), 3, calls))
     except Exception:   # not capturable: the caller keeps its event-timed estimate
         _torch().cuda.synchronize()
         return None
@@ -214,82 +283,119 @@ def flushed_estimate_ms(fn: Callable, calls: int = 5) -> float:
     return start.elapsed_time(end) / calls
 
 
-def time_do_bench(fn: Callable, repeats: int, estimate: float) -> Stats:
-    """triton.testing.do_bench with the raw samples: L2 flushed before each repeat. do_bench
-    turns a time budget into a repeat count with its own flush-included estimate, so the budget
-    is `repeats` times that same estimate."""
+def do_bench_samples(fn: Callable, repeats: int, per_repeat_ms: float) -> list[float]:
+    """About `repeats` samples from triton.testing.do_bench, L2 flushed before each. do_bench
+    turns a time budget into a count with its own flush-included estimate, so the budget is
+    `repeats` times that same estimate; it adds one warm-up launch of its own."""
     import triton.testing
     try:
-        per_repeat = flushed_estimate_ms(fn)
-    except Exception:  # a Triton whose driver spells the flush differently: count the launch only
-        per_repeat = estimate
-    rep_ms = max(1.0, repeats * per_repeat)
-    try:
-        samples = triton.testing.do_bench(fn, warmup=max(1.0, 3 * estimate), rep=rep_ms,
-                                          return_mode="all")
-    except (AssertionError, TypeError):  # a Triton without return_mode="all": quartiles only
-        q = triton.testing.do_bench(fn, warmup=max(1.0, 3 * estimate), rep=rep_ms,
-                                    quantiles=[0.0, 0.25, 0.5, 0.75, 1.0])
-        return Stats(max(1, int(rep_ms / max(estimate, 1e-6))), q[2], q[1], q[3], q[0], q[4], q[2])
-    return summarize(samples)
+        return list(triton.testing.do_bench(fn, warmup=0, rep=repeats * per_repeat_ms,
+                                            return_mode="all"))
+    except (AssertionError, TypeError) as exc:
+        raise RuntimeError("triton.testing.do_bench has no return_mode='all' here; portcheck "
+                           "needs the raw samples (Triton 3.0 or later)") from exc
 
 
-def time_graph(fn: Callable, repeats: int, calls: int) -> Stats:
-    """Capture `calls` launches in one CUDA/HIP graph and replay it `repeats` times."""
-    torch = _torch()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):   # libraries set up their handles outside the capture
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(repeats)]
-    for start, end in events:
-        start.record()
-        graph.replay()
-        end.record()
-    torch.cuda.synchronize()
-    samples = [s.elapsed_time(e) / calls for s, e in events]
-    del graph
-    return summarize(samples, resolution_ms=EVENT_RESOLUTION_MS / calls)
+class Timer:
+    """One launch made ready to time: warmed up, its method chosen, its graph captured. Timers
+    are sampled in rounds (`interleave`), so that a kernel and its baselines share the same
+    stretch of the device's time.
+
+    `fns` are equivalent launches, one per rotated input copy. `method` forces "do_bench" or
+    "cuda_graph" (a baseline follows its kernel's method, so their ratio compares like with
+    like); None picks graph replay below `graph_below_ms`.
+    """
+
+    def __init__(self, fns: Sequence[Callable], *, repeats: int = DEFAULT_REPEATS,
+                 graph_below_ms: float = DEFAULT_GRAPH_BELOW_US / 1e3, warmup_calls: int = 3,
+                 method: str | None = None):
+        rot = self.fn = Rotation(fns)
+        self.sets, self.calls, self.graph, self.note = len(rot), 1, None, ""
+        warm_up(rot, max(warmup_calls, len(rot)))
+        est = estimate_ms(rot, max(5, len(rot)))
+        if method is None:
+            # events around back-to-back launches time the host when it cannot keep the GPU fed
+            # (a Python launcher's overhead): then the GPU time comes from graph replay too
+            gpu = graph_estimate_ms(rot, max(5, len(rot))) if est < HOST_CHECK_BELOW_MS else None
+            rot.rewind()
+            if gpu is not None and gpu < HOST_BOUND_RATIO * est:
+                self.note = (f"host-bound launches: {est * 1e3:.1f} us each back to back, "
+                             f"{gpu * 1e3:.1f} us on the GPU")
+                est = gpu
+            method = "cuda_graph" if est < graph_below_ms or self.note else "do_bench"
+        self.method = method
+        self.repeats = repeats_within(repeats, est)
+        self.resolution_ms = EVENT_RESOLUTION_MS
+        if method == "cuda_graph":
+            calls = graph_calls(est, len(rot))
+            rot.rewind()
+            try:
+                self.graph = capture_graph(rot, calls)
+                self.calls, self.resolution_ms = calls, EVENT_RESOLUTION_MS / calls
+            except Exception as exc:  # not capturable (a host sync, an allocation it cannot replay)
+                _torch().cuda.synchronize()
+                first = str(exc).splitlines()[0][:120] if str(exc) else ""
+                self.note = (self.note + "; " if self.note else "") + \
+                    f"graph capture failed ({type(exc).__name__}: {first}); timed with do_bench"
+                self.method = "do_bench"
+        if self.method == "do_bench":
+            rot.rewind()
+            try:
+                self.per_repeat_ms = flushed_estimate_ms(rot)
+            except Exception:  # a Triton whose driver spells the flush differently: the launch only
+                self.per_repeat_ms = est
+
+    def sample(self, repeats: int) -> list[float]:
+        if self.graph is not None:
+            return replay_samples(self.graph, repeats, self.calls)
+        return do_bench_samples(self.fn, repeats, self.per_repeat_ms)
+
+    def close(self) -> None:
+        self.graph = None
+
+
+def interleave(timers: dict[str, Timer], rounds: int | None = None) -> dict[str, Timing | Exception]:
+    """Sample every timer in the same rounds (`figure_rounds` when not given), the order
+    reversed every other round. A clock that drifts over the figure (a GPU slowing as it heats)
+    then lands on the kernel and on its baselines alike, their ratios compare like with like,
+    and each spread covers the drift. A timer that fails gets its exception instead of a Timing;
+    the others go on."""
+    if rounds is None:
+        rounds = figure_rounds([t.repeats for t in timers.values()])
+    plans = {name: round_sizes(t.repeats, rounds) for name, t in timers.items()}
+    samples: dict[str, list[float]] = {name: [] for name in timers}
+    medians: dict[str, list[float]] = {name: [] for name in timers}
+    failed: dict[str, Exception] = {}
+    for r in range(max((len(p) for p in plans.values()), default=0)):
+        for name in round_order(list(timers), r):
+            if name in failed or r >= len(plans[name]):
+                continue
+            try:
+                got = timers[name].sample(plans[name][r])
+            except Exception as exc:
+                failed[name] = exc
+                try:
+                    _torch().cuda.synchronize()
+                except Exception:   # a sticky device fault: the kernel's own sample will say so
+                    pass
+                continue
+            samples[name] += got
+            medians[name].append(statistics.median(got))
+    out: dict[str, Timing | Exception] = {}
+    for name, t in timers.items():
+        t.close()
+        out[name] = failed[name] if name in failed else Timing(
+            summarize(samples[name], t.resolution_ms), t.method, t.sets, t.calls, t.note,
+            tuple(medians[name]) if len(medians[name]) > 1 else ())
+    return out
 
 
 def time_callables(fns: Sequence[Callable], *, repeats: int = DEFAULT_REPEATS,
                    graph_below_ms: float = DEFAULT_GRAPH_BELOW_US / 1e3, warmup_calls: int = 3,
                    method: str | None = None) -> Timing:
-    """Time equivalent launches `fns` (one per rotated input copy) as one figure.
-
-    `method` forces "do_bench" or "cuda_graph" (a baseline follows its kernel's method, so their
-    ratio compares like with like); None picks graph replay below `graph_below_ms`.
-    """
-    rot = Rotation(fns)
-    warm_up(rot, max(warmup_calls, len(rot)))
-    est = estimate_ms(rot, max(5, len(rot)))
-    note = ""
-    if method is None:
-        # events around back-to-back launches time the host when it cannot keep the GPU fed
-        # (a Python launcher's overhead): then the GPU time comes from graph replay too
-        gpu = graph_estimate_ms(rot, max(5, len(rot))) if est < HOST_CHECK_BELOW_MS else None
-        rot.rewind()
-        if gpu is not None and gpu < HOST_BOUND_RATIO * est:
-            note = f"host-bound launches: {est * 1e3:.1f} us each back to back, {gpu * 1e3:.1f} us on the GPU"
-            est = gpu
-        method = "cuda_graph" if est < graph_below_ms or note else "do_bench"
-    repeats = repeats_within(repeats, est)
-    if method == "cuda_graph":
-        calls = graph_calls(est, len(rot))
-        rot.rewind()
-        try:
-            return Timing(time_graph(rot, repeats, calls), "cuda_graph", len(rot), calls, note)
-        except Exception as exc:  # not capturable (a host sync, an allocation it cannot replay)
-            _torch().cuda.synchronize()
-            note = (note + "; " if note else "") + f"graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]}); timed with do_bench"
-    rot.rewind()
-    return Timing(time_do_bench(rot, repeats, est), "do_bench", len(rot), 1, note)
+    """One launch timed on its own, in a single round (the ceilings, the sweep tools)."""
+    timing = interleave({"": Timer(fns, repeats=repeats, graph_below_ms=graph_below_ms,
+                                   warmup_calls=warmup_calls, method=method)}, rounds=1)[""]
+    if isinstance(timing, Exception):
+        raise timing
+    return timing

@@ -152,7 +152,7 @@ def _measured_section(recs: list[dict], ceilings: dict | None) -> list[str]:
 
 
 # the phases of one figure, in the order benchrun runs them
-PHASES = ("inputs", "warm_up", "kernel", "baselines", "torch.compile", "repeat")
+PHASES = ("inputs", "warm_up", "kernel", "baselines", "torch.compile", "timing")
 
 
 def _host_time_lines(recs: list[dict]) -> list[str]:
@@ -192,14 +192,18 @@ def _repeat_section(measured: list[dict]) -> list[str]:
         allowed = max(k["iqr_ms"], rep["iqr_ms"], k.get("resolution_ms", 0), rep.get("resolution_ms", 0))
         rows.append([_esc(r["case"]), _esc(r.get("variant", "")), _us(k["median_ms"]), _us(rep["median_ms"]),
                      _us(abs(k["median_ms"] - rep["median_ms"])), _us(allowed),
-                     "yes" if b["repeat_agrees"] else "**NO**"])
+                     "yes" if b["repeat_agrees"] else "**NO**",
+                     f"{k['drift']:.1%}" if "drift" in k else "-"])
     if not rows:
         return []
     return ["### Same kernel timed twice in the run", "",
-            "The kernel is timed again after its baselines; the two medians must differ by no more "
-            "than the larger interquartile range.", "",
+            "A second timer of the kernel, prepared on its own (warm-up, graph capture), is sampled in "
+            "the same interleaved rounds as the first and the baselines; the two medians must differ "
+            "by no more than the larger interquartile range. Drift: how far the first timer's round "
+            "medians spread, over its median (the device's clocks moving during the figure).", "",
             tabulate(rows, headers=["kernel", "spec", "first µs", "repeat µs", "|difference| µs",
-                                    "allowed µs", "agree"], tablefmt="github", disable_numparse=True), ""]
+                                    "allowed µs", "agree", "drift"], tablefmt="github",
+                     disable_numparse=True), ""]
 
 
 def _model_section(models: list[dict]) -> list[str]:

@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 
 from . import clocks, peers, results, roofline
-from .bench import Stats, agree, rotation_sets, time_callables, warm_up
+from .bench import Stats, Timer, agree, interleave, rotation_sets, warm_up
 from .cases import Case, Cost
 from .errors import UsageError
 from .matrix import BenchSettings
@@ -31,6 +31,7 @@ from .targets.runtime import TARGETS
 MEMORY_GOAL = 0.95                 # memory-bound kernels: this fraction of the copy ceiling
 MEMORY_GOAL_MIN_BYTES = 256 * 10**6
 COMPILE_BASELINE = "torch.compile"
+KERNEL, REPEAT = "<kernel>", "<repeat>"   # the timers of a figure that are not baselines
 DEFAULT_L2_BYTES = 64 << 20        # when the device does not report its L2 size
 
 
@@ -239,6 +240,8 @@ class BenchRunner:
                              f"{self.settings.noise_bound:.0%}")
             if r.bench.get("repeat_agrees") is False:
                 notes.append("the repeat measurement disagrees beyond the spread")
+            if r.bench["kernel"]["drift"] > self.settings.noise_bound:
+                notes.append(f"the device drifted: round medians span {r.bench['kernel']['drift']:.1%}")
             unmet = [g["goal"] for g in r.bench["goals"] if not g["met"]]
             if unmet:
                 notes.append("goal not met: " + "; ".join(unmet))
@@ -286,34 +289,48 @@ class BenchRunner:
         out_sets = [{n: torch.empty(shape, dtype=dt, device=self.target.device)
                      for n, (shape, dt) in case.outputs(a).items()} for a in arg_sets]
         kernel_fns = [(lambda a=a, o=o: case.launch(a, o)) for a, o in zip(arg_sets, out_sets)]
-        graph_below_ms = s.graph_below_us / 1e3
         wall.lap("inputs")
         warm_up(kernel_fns[0], 3)
         wall.lap("warm_up")
         clocks_read["before"] = self._clocks()
-        kernel = time_callables(kernel_fns, repeats=s.repeats, graph_below_ms=graph_below_ms)
-        method = kernel.method
+        timers = {KERNEL: Timer(kernel_fns, repeats=s.repeats, graph_below_ms=s.graph_below_us / 1e3)}
+        method = timers[KERNEL].method
+        if s.repeat_check:   # a second timer of the same launches, prepared on its own
+            timers[REPEAT] = Timer(kernel_fns, repeats=s.repeats, method=method)
         wall.lap("kernel")
 
-        baselines: dict[str, dict] = {}
+        baselines: dict[str, dict] = {}   # name -> figure or error, in the case's order
         try:
             base_sets = [case.baselines(a) for a in arg_sets] if case.baselines else []
         except Exception as exc:   # the case's baselines() itself failed: say so, keep the figure
             baselines["baselines()"] = {"error": _first_line(exc)}
             base_sets = []
-        names = list(base_sets[0]) if base_sets else []
-        for name in names:
-            baselines[name] = self._time_baseline([b[name] for b in base_sets], method, kernel)
+        compile_s = None
+        for name in list(base_sets[0]) if base_sets else []:
+            baselines[name] = self._baseline_timer(timers, name, [b[name] for b in base_sets], method)
             wall.lap("baselines")
             if name == "torch" and s.compile:
-                baselines[COMPILE_BASELINE] = self._time_compiled([b[name] for b in base_sets],
-                                                                  method, kernel)
+                compiled, compile_s = self._compiled([b[name] for b in base_sets])
+                baselines[COMPILE_BASELINE] = (compiled if isinstance(compiled, dict) else
+                                               self._baseline_timer(timers, COMPILE_BASELINE, compiled, method))
                 wall.lap("torch.compile")
-        repeat = None
-        if s.repeat_check:
-            repeat = time_callables(kernel_fns, repeats=s.repeats, method=method)
-            wall.lap("repeat")
+        try:
+            timed = interleave(timers)
+        finally:
+            if COMPILE_BASELINE in baselines:
+                torch._dynamo.reset()   # drop the compiled graphs and their memory before the next case
+        wall.lap("timing")
         clocks_read["after"] = self._clocks()
+        kernel = timed.pop(KERNEL)
+        if isinstance(kernel, Exception):
+            raise kernel
+        repeat = timed.pop(REPEAT, None)
+        if isinstance(repeat, Exception):
+            raise repeat
+        for name, t in timed.items():
+            baselines[name] = self._baseline_figure(t, kernel)
+        if compile_s is not None and "error" not in baselines[COMPILE_BASELINE]:
+            baselines[COMPILE_BASELINE]["compile_s"] = compile_s
 
         # figures
         ks = kernel.stats
@@ -339,23 +356,32 @@ class BenchRunner:
             bench["repeat_agrees"] = agree(ks, repeat.stats)
         if peers.unavailable():
             bench["peers_unavailable"] = peers.unavailable()
-        bench["peer_versions"] = {n: peers.version(n) for n in names if peers.is_peer(n)}
+        bench["peer_versions"] = {n: peers.version(n) for n in baselines if peers.is_peer(n)}
         bench["goals"] = speed_goals(bench)
         return bench
 
-    def _time_baseline(self, fns, method: str, kernel) -> dict:
+    def _baseline_timer(self, timers: dict, name: str, fns, method: str) -> dict:
+        """Prepare a baseline's timer (its warm-up is where a peer autotunes); an error record
+        when it cannot run."""
         try:
-            t = time_callables(fns, repeats=self.settings.repeats, method=method)
+            timers[name] = Timer(fns, repeats=self.settings.repeats, method=method)
+            return {}
         except Exception as exc:
             self.torch.cuda.synchronize()
             return {"error": _first_line(exc)}
+
+    def _baseline_figure(self, t, kernel) -> dict:
+        if isinstance(t, Exception):
+            return {"error": _first_line(t)}
         out = {**t.to_dict(), "speedup": t.stats.median_ms / kernel.stats.median_ms,
                "noisy": t.stats.noisy(self.settings.noise_bound)}
         if t.method != kernel.method:
             out["note"] = (out.get("note") or "") + f" (kernel timed with {kernel.method})"
         return out
 
-    def _time_compiled(self, fns, method: str, kernel) -> dict:
+    def _compiled(self, fns):
+        """torch.compile of the eager baseline, compiled once here (the time is recorded):
+        (callables, seconds), or ({"error": ...}, None)."""
         torch = self.torch
         try:
             import torch._dynamo
@@ -364,11 +390,6 @@ class BenchRunner:
             t0 = time.perf_counter()
             compiled[0]()
             torch.cuda.synchronize()
-            compile_s = time.perf_counter() - t0
+            return compiled, time.perf_counter() - t0
         except Exception as exc:
-            return {"error": _first_line(exc)}
-        out = self._time_baseline(compiled, method, kernel)
-        out["compile_s"] = compile_s
-        del compiled
-        torch._dynamo.reset()   # drop the compiled graphs and their memory before the next case
-        return out
+            return {"error": _first_line(exc)}, None

@@ -21,7 +21,7 @@ class BenchSettings:
     noise_bound: float = 0.05       # IQR / median above which a figure is flagged noisy
     graph_below_us: float = 20.0    # launches shorter than this are timed by CUDA-graph replay
     compile: bool = True            # add torch.compile of each case's "torch" baseline
-    repeat_check: bool = True       # time each kernel again after its baselines; report agreement
+    repeat_check: bool = True       # time each kernel with a second timer too; report agreement
     shapes: dict = field(default_factory=dict)        # case -> [partial specs] replacing its bench
     extra_shapes: dict = field(default_factory=dict)  # case -> [partial specs] added to its bench
 

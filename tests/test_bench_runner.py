@@ -97,14 +97,16 @@ def test_runner_records_ceilings_figures_baselines_and_models(fake_gpu, tmp_path
     calls = []
     case = _case(calls)
     path = tmp_path / "results.jsonl"
-    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=5, compile=False, graph_below_us=0.0),
+    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=10, compile=False, graph_below_us=0.0),
                                   results_path=path, command="portcheck bench --test")
     r = runner.bench(case, case.bench[0])
     assert r.verdict == "pass", r.message
     b = r.bench
     # 2 MB of traffic under an 8 MB L2: the inputs are rotated over ceil(4 * 8 / 2) = 16 copies
     assert b["rotation_sets"] == 16 and len(calls) == 16
-    assert b["kernel"]["method"] == "do_bench" and b["kernel"]["n"] == 9
+    # 10 repeats: 2 interleaved rounds of one do_bench call each (the fake returns 9 samples)
+    assert b["kernel"]["method"] == "do_bench" and b["kernel"]["n"] == 18
+    assert b["kernel"]["rounds"] == 2 and len(b["kernel"]["round_medians_ms"]) == 2
     assert b["bytes"] == 2 * 256 * 1024 * 4 and b["flops"] == 256 * 1024
     assert math.isclose(b["gbs"], b["bytes"] / (b["kernel"]["median_ms"] * 1e6))
     assert b["ceiling"]["bound"] == "memory" and b["ceiling"]["copy_gbs"] == 4000.0
@@ -114,11 +116,11 @@ def test_runner_records_ceilings_figures_baselines_and_models(fake_gpu, tmp_path
     assert b["baselines"]["broken"]["error"].startswith("ZeroDivisionError")
     assert b["baselines"]["torch"]["speedup"] > 0
     assert [g["goal"] for g in b["goals"]] == ["no slower than liger"]   # 2 MB: no bandwidth goal
-    assert b["clocks"]["before"]["clocks.sm"] == 1980 and b["repeat"]["n"] == 9
+    assert b["clocks"]["before"]["clocks.sm"] == 1980 and b["repeat"]["n"] == 18
     assert isinstance(b["repeat_agrees"], bool)
     assert r.provenance["gpu_uuid"] == "1234abcd" and r.provenance["device"] == "Fake H200"
     assert "--spec" in r.reproduce
-    assert {"inputs", "warm_up", "kernel", "baselines", "repeat"} <= set(b["wall_s"])
+    assert {"inputs", "warm_up", "kernel", "baselines", "timing"} <= set(b["wall_s"])
     assert all(v >= 0 for v in b["wall_s"].values())
 
     recs = results.read(path)
@@ -135,7 +137,7 @@ def test_runner_records_ceilings_figures_baselines_and_models(fake_gpu, tmp_path
     assert "broken: error" in md and "liger" in md
     assert "Roofline model for archs with no device here" in md and "gfx942" in md
     assert re.search(r"Host time of these 1 figures by phase: inputs [0-9.]+ s, warm_up [0-9.]+ s, "
-                     r"kernel [0-9.]+ s, baselines [0-9.]+ s, repeat [0-9.]+ s; [0-9.]+ s in all", md)
+                     r"kernel [0-9.]+ s, baselines [0-9.]+ s, timing [0-9.]+ s; [0-9.]+ s in all", md)
 
 
 def test_a_second_case_reuses_the_ceilings_and_graph_failure_falls_back(fake_gpu, tmp_path):
@@ -208,3 +210,45 @@ def test_a_skip_override_records_the_spec_as_skipped_without_running_it(fake_gpu
     r = runner.bench(case, case.bench[0])
     assert r.verdict == "skip" and "this target has no such format" in r.message
     assert calls == []      # nothing was built or launched
+
+
+def test_a_drifting_device_slows_the_kernel_and_its_baselines_alike(fake_gpu, tmp_path, monkeypatch):
+    """A clock that slows 0.5% a sample: the kernel, its second timer and a baseline doing the
+    same work are sampled in interleaved rounds, so they agree and the speed-up stays 1; the
+    drift itself is reported."""
+    import triton.testing
+    clock = [1.0]
+
+    def drifting(fn, **k):
+        out = []
+        for _ in range(10):
+            clock[0] *= 1.005
+            out.append(clock[0])
+        return out
+
+    monkeypatch.setattr(triton.testing, "do_bench", drifting)
+    case = _case([])
+    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=60, compile=False, graph_below_us=0.0),
+                                  results_path=tmp_path / "r.jsonl")
+    r = runner.bench(case, case.bench[0])
+    b = r.bench
+    assert b["kernel"]["rounds"] == 6 and b["repeat_agrees"] is True
+    assert abs(b["baselines"]["torch"]["speedup"] - 1.0) < 0.02
+    assert b["kernel"]["drift"] > 0.05 and "the device drifted" in r.message
+
+
+def test_short_launches_replay_a_graph_per_timer(fake_gpu, tmp_path, monkeypatch):
+    from portcheck import bench
+    captured = []
+    monkeypatch.setattr(bench, "capture_graph", lambda fn, calls: captured.append(calls) or object())
+    monkeypatch.setattr(bench, "replay_samples", lambda graph, repeats, calls: [0.004] * repeats)
+    case = _case([])
+    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=20, compile=False, graph_below_us=1e9),
+                                  results_path=tmp_path / "r.jsonl")
+    r = runner.bench(case, case.bench[0])
+    b = r.bench
+    assert r.verdict == "pass" and b["kernel"]["method"] == "cuda_graph" and b["kernel"]["n"] == 20
+    assert b["kernel"]["calls_per_sample"] == captured[1] and b["repeat"]["method"] == "cuda_graph"
+    # the host-bound check, the kernel, its second timer, then torch and liger (broken fails first)
+    assert len(captured) == 5 and b["baselines"]["liger"]["method"] == "cuda_graph"
+    assert b["baselines"]["broken"]["error"].startswith("ZeroDivisionError")

@@ -4,8 +4,9 @@ import statistics
 
 import pytest
 
-from portcheck.bench import (EVENT_RESOLUTION_MS, Rotation, Stats, agree, graph_calls, quantile,
-                             repeats_within, rotation_sets, summarize)
+from portcheck.bench import (EVENT_RESOLUTION_MS, Rotation, Stats, Timing, agree, graph_calls,
+                             figure_rounds, interleave, quantile, repeats_within, round_order, round_sizes,
+                             rotation_sets, summarize)
 
 
 def test_quantile_matches_linear_interpolation():
@@ -110,10 +111,11 @@ def test_host_bound_launches_are_timed_by_graph_replay(monkeypatch):
     """Events around back-to-back launches time the host when a Python launcher cannot keep the
     GPU fed; a graph replay much faster than them means the figure must come from replay."""
     from portcheck import bench
-    stats = bench.summarize([0.02] * 10)
     monkeypatch.setattr(bench, "warm_up", lambda fn, calls: None)
-    monkeypatch.setattr(bench, "time_graph", lambda fn, repeats, calls: stats)
-    monkeypatch.setattr(bench, "time_do_bench", lambda fn, repeats, est: bench.summarize([0.13] * 10))
+    monkeypatch.setattr(bench, "capture_graph", lambda fn, calls: object())
+    monkeypatch.setattr(bench, "replay_samples", lambda graph, repeats, calls: [0.02] * repeats)
+    monkeypatch.setattr(bench, "flushed_estimate_ms", lambda fn: 0.13)
+    monkeypatch.setattr(bench, "do_bench_samples", lambda fn, repeats, per: [0.13] * repeats)
     for events_ms, graph_ms, method in ((0.13, 0.025, "cuda_graph"),    # host-bound: replay
                                         (0.13, 0.12, "do_bench"),       # GPU-bound, long: do_bench
                                         (0.13, None, "do_bench"),       # not capturable
@@ -123,3 +125,68 @@ def test_host_bound_launches_are_timed_by_graph_replay(monkeypatch):
         t = bench.time_callables([lambda: None], repeats=10)
         assert t.method == method, (events_ms, graph_ms)
         assert ("host-bound" in t.note) == (method == "cuda_graph" and events_ms > 0.1)
+
+
+def test_rounds_split_the_repeats_evenly_and_alternate_their_order():
+    assert figure_rounds([100, 100, 100]) == 6
+    assert figure_rounds([100, 40, 20]) == 4           # the fewest repeats fill 4 rounds of 5
+    assert figure_rounds([100, 15]) == 2               # 3 rounds would not pair up
+    assert figure_rounds([100, 9]) == 1 and figure_rounds([]) == 1
+    assert round_sizes(100, 5) == [20] * 5
+    assert round_sizes(9, 5) == [2, 2, 2, 2, 1] and sum(round_sizes(9, 5)) == 9
+    assert round_sizes(3, 5) == [1, 1, 1]          # never an empty round
+    assert round_sizes(7, 1) == [7]
+    assert round_order(["k", "a", "b"], 0) == ["k", "a", "b"]
+    assert round_order(["k", "a", "b"], 1) == ["b", "a", "k"]
+
+
+class _Clocked:
+    """A stand-in timer on a clock that slows every sample by 0.1%: a GPU heating up."""
+
+    def __init__(self, name, base_ms, clock, log, repeats=10, fail_in_round=None):
+        self.name, self.base, self.clock, self.log = name, base_ms, clock, log
+        self.repeats, self.fail_in_round = repeats, fail_in_round
+        self.method, self.sets, self.calls, self.note, self.resolution_ms = "do_bench", 1, 1, "", 1e-4
+        self.rounds = 0
+
+    def sample(self, n):
+        self.log.append(self.name)
+        self.rounds += 1
+        if self.rounds == self.fail_in_round:
+            raise RuntimeError("launch failed")
+        out = []
+        for _ in range(n):
+            self.clock[0] *= 1.001
+            out.append(self.base * self.clock[0])
+        return out
+
+    def close(self):
+        pass
+
+
+def test_interleaved_rounds_share_the_drift_and_isolate_a_failure(monkeypatch):
+    """Timed one after another, a kernel and an identical repeat on a slowing clock disagree by
+    the drift; in interleaved rounds they agree, the baseline's ratio stays near the true 2x, and
+    the round medians show the drift."""
+    from portcheck import bench
+    monkeypatch.setattr(bench, "_torch", lambda: type("T", (), {"cuda": type("C", (), {
+        "synchronize": staticmethod(lambda: None)})}))
+    clock, log = [1.0], []
+    one_after_another = {n: interleave({n: _Clocked(n, 1.0, clock, log, repeats=60)}, rounds=1)[n]
+                         for n in ("kernel", "repeat")}
+    assert not agree(one_after_another["kernel"].stats, one_after_another["repeat"].stats)
+
+    clock, log = [1.0], []
+    timers = {"kernel": _Clocked("kernel", 1.0, clock, log, repeats=60),
+              "repeat": _Clocked("repeat", 1.0, clock, log, repeats=60),
+              "torch": _Clocked("torch", 2.0, clock, log, repeats=60),
+              "broken": _Clocked("broken", 1.0, clock, log, repeats=60, fail_in_round=2)}
+    out = interleave(timers, rounds=6)
+    assert log[:8] == ["kernel", "repeat", "torch", "broken", "broken", "torch", "repeat", "kernel"]
+    assert log.count("broken") == 2 and log.count("kernel") == 6    # no more rounds once it failed
+    assert isinstance(out["broken"], RuntimeError)
+    k, rep, base = out["kernel"], out["repeat"], out["torch"]
+    assert isinstance(k, Timing) and k.stats.n == 60 and len(k.round_medians_ms) == 6
+    assert agree(k.stats, rep.stats)
+    assert abs(base.stats.median_ms / k.stats.median_ms - 2.0) < 0.01   # one after another: 2.25
+    assert k.drift > 0.1 and k.to_dict()["rounds"] == 6    # the clock slowed 21% over the figure

@@ -39,7 +39,7 @@ def add_arguments(p) -> None:
                                                      "flagged noisy (default: the matrix's, 0.05)")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     p.add_argument("--no-repeat-check", action="store_true",
-                   help="do not time each kernel a second time after its baselines")
+                   help="do not time each kernel with a second timer (the repeat check)")
     p.add_argument("--spec", metavar="JSON", help="time exactly this spec (needs one --kernel)")
     p.add_argument("--model-only", action="store_true",
                    help="no device: write only the roofline model of the arch table")
