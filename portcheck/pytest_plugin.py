@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from .bench_schedule import UnitClock
 from .errors import UsageError
 from .matrix import PROFILES, Matrix
 from .targets.archs import ARCHS
@@ -85,6 +86,7 @@ class _State:
         report = opt("--portcheck-report")
         self.report_dir = Path(report) if report else None
         self.is_controller = workerinput is None
+        self.unit_clock = UnitClock()        # benchmark wall time per unit, for the next run's order
         self.session = None
         self.compile_tasks: dict = {}        # task key -> Task, filled at collection
         self._compile_plans: dict = {}
@@ -188,17 +190,12 @@ def dist_given(config) -> bool:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Benchmarks over GPUs steal work unless --dist says otherwise. On a cold machine specs
-    differ in cost by 100x (fp32 matmul, where a peer autotunes: 111 s; fp8 quant: 0.8 s);
-    with xdist's 'load' one H200 of two sat idle the last 44 s of a 295 s run, with work
-    stealing 1 s."""
+    """Benchmarks over GPUs go out by unit, longest first, unless --dist says otherwise
+    (portcheck/bench_schedule.py)."""
     if not config.getoption("--bench") or dist_given(config):
         return None
-    try:
-        from xdist.scheduler import WorkStealingScheduling   # pytest-xdist 3.2+
-    except ImportError:
-        return None
-    return WorkStealingScheduling(config, log)
+    from .bench_schedule import make_scheduler
+    return make_scheduler(config, log)
 
 
 def pytest_generate_tests(metafunc):
@@ -226,12 +223,15 @@ def _parametrize_bench(metafunc) -> None:
             None, id="needs-bench", marks=pytest.mark.skip(reason="benchmarks run with --bench on a GPU target"))])
         return
     from . import cases
+    from .bench_schedule import CACHE_KEY, longest_first, param_id
     from .benchrun import plan, spec_label
     state = metafunc.config._portcheck
     chosen = cases.select(state.matrix.kernels or None)
     work = plan(chosen, state.matrix.bench, state.matrix.dtypes or None)
+    cache = getattr(metafunc.config, "cache", None)   # absent under -p no:cacheprovider
+    work = longest_first(work, cache.get(CACHE_KEY, {}) if cache is not None else {})
     metafunc.parametrize("portcheck_bench_spec", [
-        pytest.param((c.name, spec), id=f"{c.name}-{spec_label(spec).replace(' ', '-')}") for c, spec in work])
+        pytest.param((c.name, spec), id=param_id(c.name, spec_label(spec))) for c, spec in work])
 
 
 @pytest.fixture(scope="session")
@@ -271,11 +271,13 @@ def _write_bench_report(report_dir, records) -> None:
 
 
 def pytest_runtest_logreport(report):
-    """A benchmark run rewrites bench.md after every figure, so one cut short keeps its report."""
-    if report.when != "call" or "test_portcheck_bench" not in report.nodeid:
-        return
+    """A benchmark run rewrites bench.md after every figure, so one cut short keeps its report;
+    the controller also sums each unit's wall time for the next run's order."""
     state = _STATE.get("state")
-    if state is None or not state.is_controller or state.report_dir is None:
+    if state is None or not state.is_controller or "test_portcheck_bench" not in report.nodeid:
+        return
+    state.unit_clock.add(report.nodeid, report.duration)
+    if report.when != "call" or state.report_dir is None:
         return
     path = state.report_dir / "results.jsonl"
     if path.exists():
@@ -285,7 +287,11 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     state = getattr(session.config, "_portcheck", None)
-    if state is None or not state.is_controller or state.report_dir is None:
+    if state is None or not state.is_controller:
+        return
+    if getattr(session.config, "cache", None) is not None:
+        state.unit_clock.save(session.config.cache)
+    if state.report_dir is None:
         return
     path = state.report_dir / "results.jsonl"
     if path.exists():

@@ -119,7 +119,7 @@ def test_bench_without_a_device_is_refused(tmp_path):
         assert "--bench" in run.stderr and "no device" in run.stderr
 
 
-def test_benchmarks_steal_work_unless_the_user_chose_a_scheduling(monkeypatch):
+def test_benchmarks_go_out_by_unit_unless_the_user_chose_a_scheduling(monkeypatch):
     from types import SimpleNamespace
 
     from portcheck import pytest_plugin
@@ -128,7 +128,8 @@ def test_benchmarks_steal_work_unless_the_user_chose_a_scheduling(monkeypatch):
         return SimpleNamespace(invocation_params=SimpleNamespace(args=tuple(args)),
                                getini=lambda name: list(addopts),
                                getoption=lambda name: bench if name == "--bench" else None,
-                               getvalue=lambda name: ["popen", "popen"] if name == "tx" else None)
+                               getvalue=lambda name: ["popen", "popen"] if name == "tx" else None,
+                               option=SimpleNamespace(loadscopereorder=True))
 
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     assert not pytest_plugin.dist_given(config(["-n", "2", "--bench"]))
@@ -141,6 +142,12 @@ def test_benchmarks_steal_work_unless_the_user_chose_a_scheduling(monkeypatch):
     # checks keep xdist's own choice; so do benchmarks given --dist
     assert pytest_plugin.pytest_xdist_make_scheduler(config(["-n", "2"], bench=False), None) is None
     assert pytest_plugin.pytest_xdist_make_scheduler(config(["--dist", "load"]), None) is None
-    from xdist.scheduler import WorkStealingScheduling
-    assert isinstance(pytest_plugin.pytest_xdist_make_scheduler(config(["-n", "2"]), None),
-                      WorkStealingScheduling)
+    from xdist.scheduler import LoadScopeScheduling
+    cfg = config(["-n", "2"])
+    sched = pytest_plugin.pytest_xdist_make_scheduler(cfg, None)
+    assert isinstance(sched, LoadScopeScheduling) and cfg.option.loadscopereorder is False
+    bench = "tests/test_bench_kernels.py::test_portcheck_bench"
+    assert sched._split_scope(f"{bench}[matmul-bf16-m=4000-n=4097-k=4097]") == "matmul-bf16"
+    assert sched._split_scope(f"{bench}[matmul-bf16-m=1-n=4104-k=4104]") == "matmul-bf16"
+    assert sched._split_scope(f"{bench}[matmul-fp16-m=1-n=4104-k=4104]") == "matmul-fp16"
+    assert sched._split_scope("tests/test_x.py::test_y[a-b-c]") == "tests/test_x.py::test_y[a-b-c]"
