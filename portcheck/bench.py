@@ -35,8 +35,8 @@ GRAPH_SAMPLE_MS = 1.0             # aim for about this much GPU time per graph r
 MAX_GRAPH_CALLS = 2000
 MAX_FIGURE_MS = 2000.0            # long launches get fewer repeats, down to MIN_REPEATS
 MIN_REPEATS = 10
-MOST_ROUNDS = 6                   # interleaved rounds per figure: even, so forward and backward pair up
-LEAST_ROUND_SAMPLES = 5           # ...and no fewer samples a round (do_bench adds 7 launches a call)
+MOST_ROUNDS = 6                   # interleaved rounds a figure: even, so the two orders pair up
+LEAST_ROUND_SAMPLES = 5           # ...of no fewer samples each (do_bench adds 7 launches a call)
 
 
 def quantile(sorted_samples: Sequence[float], q: float) -> float:
@@ -332,7 +332,7 @@ class Timer:
             try:
                 self.graph = capture_graph(rot, calls)
                 self.calls, self.resolution_ms = calls, EVENT_RESOLUTION_MS / calls
-            except Exception as exc:  # not capturable (a host sync, an allocation it cannot replay)
+            except Exception as exc:  # not capturable (a host sync, an allocation it can't replay)
                 _torch().cuda.synchronize()
                 first = str(exc).splitlines()[0][:120] if str(exc) else ""
                 self.note = (self.note + "; " if self.note else "") + \
@@ -342,7 +342,7 @@ class Timer:
             rot.rewind()
             try:
                 self.per_repeat_ms = flushed_estimate_ms(rot)
-            except Exception:  # a Triton whose driver spells the flush differently: the launch only
+            except Exception:  # a driver that spells the flush differently: the launch only
                 self.per_repeat_ms = est
 
     def sample(self, repeats: int) -> list[float]:
@@ -354,7 +354,8 @@ class Timer:
         self.graph = None
 
 
-def interleave(timers: dict[str, Timer], rounds: int | None = None) -> dict[str, Timing | Exception]:
+def interleave(timers: dict[str, Timer],
+               rounds: int | None = None) -> dict[str, Timing | Exception]:
     """Sample every timer in the same rounds (`figure_rounds` when not given), the order
     reversed every other round. A clock that drifts over the figure (a GPU slowing as it heats)
     then lands on the kernel and on its baselines alike, their ratios compare like with like,

@@ -18,7 +18,7 @@ CACHE_KEY = "portcheck/bench_unit_seconds"
 
 
 def param_id(case_name: str, label: str) -> str:
-    """A benchmark's parameter id, 'matmul-bf16-m=4000-...': the unit, then the rest of its label."""
+    """A benchmark's parameter id, 'matmul-bf16-m=4000-...': its unit, then its label's rest."""
     return f"{case_name}-{label.replace(' ', '-')}"
 
 

@@ -241,7 +241,8 @@ class BenchRunner:
             if r.bench.get("repeat_agrees") is False:
                 notes.append("the repeat measurement disagrees beyond the spread")
             if r.bench["kernel"]["drift"] > self.settings.noise_bound:
-                notes.append(f"the device drifted: round medians span {r.bench['kernel']['drift']:.1%}")
+                notes.append("the device drifted: round medians span "
+                             f"{r.bench['kernel']['drift']:.1%}")
             unmet = [g["goal"] for g in r.bench["goals"] if not g["met"]]
             if unmet:
                 notes.append("goal not met: " + "; ".join(unmet))
@@ -293,7 +294,8 @@ class BenchRunner:
         warm_up(kernel_fns[0], 3)
         wall.lap("warm_up")
         clocks_read["before"] = self._clocks()
-        timers = {KERNEL: Timer(kernel_fns, repeats=s.repeats, graph_below_ms=s.graph_below_us / 1e3)}
+        timers = {KERNEL: Timer(kernel_fns, repeats=s.repeats,
+                                graph_below_ms=s.graph_below_us / 1e3)}
         method = timers[KERNEL].method
         if s.repeat_check:   # a second timer of the same launches, prepared on its own
             timers[REPEAT] = Timer(kernel_fns, repeats=s.repeats, method=method)
@@ -307,18 +309,20 @@ class BenchRunner:
             base_sets = []
         compile_s = None
         for name in list(base_sets[0]) if base_sets else []:
-            baselines[name] = self._baseline_timer(timers, name, [b[name] for b in base_sets], method)
+            fns = [b[name] for b in base_sets]
+            baselines[name] = self._baseline_timer(timers, name, fns, method)
             wall.lap("baselines")
             if name == "torch" and s.compile:
-                compiled, compile_s = self._compiled([b[name] for b in base_sets])
-                baselines[COMPILE_BASELINE] = (compiled if isinstance(compiled, dict) else
-                                               self._baseline_timer(timers, COMPILE_BASELINE, compiled, method))
+                compiled, compile_s = self._compiled(fns)
+                baselines[COMPILE_BASELINE] = (
+                    compiled if isinstance(compiled, dict)
+                    else self._baseline_timer(timers, COMPILE_BASELINE, compiled, method))
                 wall.lap("torch.compile")
         try:
             timed = interleave(timers)
         finally:
             if COMPILE_BASELINE in baselines:
-                torch._dynamo.reset()   # drop the compiled graphs and their memory before the next case
+                torch._dynamo.reset()   # drop the compiled graphs and their memory
         wall.lap("timing")
         clocks_read["after"] = self._clocks()
         kernel = timed.pop(KERNEL)

@@ -86,7 +86,8 @@ class _State:
         report = opt("--portcheck-report")
         self.report_dir = Path(report) if report else None
         self.is_controller = workerinput is None
-        self.unit_clock = UnitClock()        # benchmark wall time per unit, for the next run's order
+        self.bench = bool(opt("--bench"))
+        self.unit_clock = UnitClock()        # wall time per benchmark unit: the next run's order
         self.session = None
         self.compile_tasks: dict = {}        # task key -> Task, filled at collection
         self._compile_plans: dict = {}
@@ -274,7 +275,8 @@ def pytest_runtest_logreport(report):
     """A benchmark run rewrites bench.md after every figure, so one cut short keeps its report;
     the controller also sums each unit's wall time for the next run's order."""
     state = _STATE.get("state")
-    if state is None or not state.is_controller or "test_portcheck_bench" not in report.nodeid:
+    if (state is None or not state.is_controller or not state.bench
+            or "test_portcheck_bench" not in report.nodeid):
         return
     state.unit_clock.add(report.nodeid, report.duration)
     if report.when != "call" or state.report_dir is None:
