@@ -28,7 +28,7 @@ def unit(case_name: str, spec: dict) -> str:
 
 def unit_of(nodeid: str) -> str | None:
     """The unit of a benchmark's node id (None for any other test)."""
-    head, sep, param = nodeid.partition(f"{TEST_NAME}[")
+    _, sep, param = nodeid.partition(f"{TEST_NAME}[")
     if not sep:
         return None
     return "-".join(param.rstrip("]").split("-")[:2])
