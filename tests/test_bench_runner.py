@@ -240,15 +240,18 @@ def test_a_drifting_device_slows_the_kernel_and_its_baselines_alike(fake_gpu, tm
 def test_short_launches_replay_a_graph_per_timer(fake_gpu, tmp_path, monkeypatch):
     from portcheck import bench
     captured = []
+    monkeypatch.setattr(bench, "estimate_ms", lambda fn, calls: 0.004)        # 4 us a launch
+    monkeypatch.setattr(bench, "graph_estimate_ms", lambda fn, calls: 0.004)  # not host-bound
     monkeypatch.setattr(bench, "capture_graph", lambda fn, calls: captured.append(calls) or object())
     monkeypatch.setattr(bench, "replay_samples", lambda graph, repeats, calls: [0.004] * repeats)
     case = _case([])
-    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=20, compile=False, graph_below_us=1e9),
+    runner = benchrun.BenchRunner("cuda", BenchSettings(repeats=20, compile=False, graph_below_us=20.0),
                                   results_path=tmp_path / "r.jsonl")
     r = runner.bench(case, case.bench[0])
     b = r.bench
     assert r.verdict == "pass" and b["kernel"]["method"] == "cuda_graph" and b["kernel"]["n"] == 20
-    assert b["kernel"]["calls_per_sample"] == captured[1] and b["repeat"]["method"] == "cuda_graph"
-    # the host-bound check, the kernel, its second timer, then torch and liger (broken fails first)
-    assert len(captured) == 5 and b["baselines"]["liger"]["method"] == "cuda_graph"
+    # one graph each for the kernel, its second timer, torch and liger (broken fails first), of
+    # about 1 ms: 250 launches, rounded down to whole rotations of the 16 input copies
+    assert captured == [240] * 4 and b["kernel"]["calls_per_sample"] == 240
+    assert b["repeat"]["method"] == b["baselines"]["liger"]["method"] == "cuda_graph"
     assert b["baselines"]["broken"]["error"].startswith("ZeroDivisionError")
