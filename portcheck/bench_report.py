@@ -196,12 +196,16 @@ def _repeat_section(measured: list[dict]) -> list[str]:
                      f"{k['drift']:.1%}" if "drift" in k else "-"])
     if not rows:
         return []
+    interleaved = any("rounds" in r["bench"]["kernel"] for r in measured
+                      if "repeat" in r.get("bench", {}))
+    how = ("A second timer of the kernel, prepared on its own (warm-up, graph capture), is "
+           "sampled in the same interleaved rounds as the first and the baselines" if interleaved
+           else "The kernel was timed again after its baselines (records from before interleaved "
+                "timing)")
     return ["### Same kernel timed twice in the run", "",
-            "A second timer of the kernel, prepared on its own (warm-up, graph capture), is "
-            "sampled in the same interleaved rounds as the first and the baselines; the two "
-            "medians must differ by no more than the larger interquartile range. Drift: how far "
-            "the first timer's round medians spread, over its median (the device's clocks moving "
-            "during the figure).", "",
+            f"{how}; the two medians must differ by no more than the larger interquartile range. "
+            "Drift: how far the first timer's round medians spread, over its median (the "
+            "device's clocks moving during the figure).", "",
             tabulate(rows, headers=["kernel", "spec", "first µs", "repeat µs", "|difference| µs",
                                     "allowed µs", "agree", "drift"], tablefmt="github",
                      disable_numparse=True), ""]

@@ -76,6 +76,7 @@ def test_noise_repeat_and_peer_flags():
                       repeat=(0.30, 0.31, 0.30, 0.31, 0.30), peer_ms=(0.05, 0.05, 0.05))
     md = bench_matrix([_ceilings("h", "u"), noisy])
     assert "NOISY" in md and "repeat disagrees" in md and "**NO**" in md
+    assert "timed again after its baselines" in md     # records without rounds: the old method
     assert "goal unmet: no slower than flaggems" in md
 
 

@@ -136,6 +136,7 @@ def test_runner_records_ceilings_figures_baselines_and_models(fake_gpu, tmp_path
     assert "Fake H200" in md and "copy **4,000 GB/s**" in md
     assert "broken: error" in md and "liger" in md
     assert "Roofline model for archs with no device here" in md and "gfx942" in md
+    assert "sampled in the same interleaved rounds" in md
     assert re.search(r"Host time of these 1 figures by phase: inputs [0-9.]+ s, warm_up [0-9.]+ s, "
                      r"kernel [0-9.]+ s, baselines [0-9.]+ s, timing [0-9.]+ s; [0-9.]+ s in all", md)
 
