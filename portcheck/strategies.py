@@ -97,32 +97,31 @@ def drawn_on(device: str):
         _DRAW_ON.reset(token)
 
 
-def normal(shape, gen: torch.Generator) -> torch.Tensor:
-    """Standard normal float64 values of `shape`: from `gen` on the CPU, or on drawn_on's device."""
+def normal(shape, gen: torch.Generator, scale: float = 1.0) -> torch.Tensor:
+    """Normal float64 values of `shape` and standard deviation `scale`: from `gen` on the CPU,
+    or on drawn_on's device."""
     device = _DRAW_ON.get()
     if device is None:
-        return torch.randn(*shape, generator=gen, dtype=torch.float64)
-    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
-    on_device = torch.Generator(device=device).manual_seed(seed)
-    return torch.randn(*shape, generator=on_device, device=device, dtype=torch.float64)
+        x = torch.randn(*shape, generator=gen, dtype=torch.float64)
+    else:
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+        on_device = torch.Generator(device=device).manual_seed(seed)
+        x = torch.randn(*shape, generator=on_device, device=device, dtype=torch.float64)
+    return x.mul_(scale) if scale != 1.0 else x
 
 
 def values(shape, dtype: str, regime: str, gen: torch.Generator, scale: float = 1.0) -> torch.Tensor:
     """A tensor in `dtype` drawn from a regime (on the CPU unless inside drawn_on); last
     dimension = one row. Works in place on the float64 draw: it is the size of the input."""
     f = fmt(dtype)
-    base = normal(shape, gen)
-    if scale != 1.0:
-        base.mul_(scale)
+    base = normal(shape, gen, scale)
     if regime == "large":
         # large but finite in the format, so a missing max-subtraction or a naive sum of squares shows
         base.mul_(min(1e4, 2.0 ** (math.log2(torch.finfo(f.torch_dtype).max) / 2 - 1)))
     elif regime == "tiny":
         base.mul_(f.tiny * 4)   # around the smallest normal: many values become subnormal
     elif regime == "equal":
-        row = normal((*shape[:-1], 1), gen)
-        if scale != 1.0:
-            row.mul_(scale)
+        row = normal((*shape[:-1], 1), gen, scale)
         base = row.expand(*shape).clone()
     elif regime == "special":
         flat = base.flatten()
