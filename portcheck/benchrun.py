@@ -313,10 +313,13 @@ class BenchRunner:
             baselines[name] = self._baseline_timer(timers, name, fns, method)
             wall.lap("baselines")
             if name == "torch" and s.compile:
-                compiled, compile_s = self._compiled(fns)
-                baselines[COMPILE_BASELINE] = (
-                    compiled if isinstance(compiled, dict)
-                    else self._baseline_timer(timers, COMPILE_BASELINE, compiled, method))
+                try:
+                    compiled, compile_s = self._compiled(fns)
+                except Exception as exc:
+                    baselines[COMPILE_BASELINE] = {"error": _first_line(exc)}
+                else:
+                    baselines[COMPILE_BASELINE] = self._baseline_timer(timers, COMPILE_BASELINE,
+                                                                       compiled, method)
                 wall.lap("torch.compile")
         try:
             timed = interleave(timers)
@@ -384,16 +387,13 @@ class BenchRunner:
         return out
 
     def _compiled(self, fns):
-        """torch.compile of the eager baseline, compiled once here (the time is recorded):
-        (callables, seconds), or ({"error": ...}, None)."""
+        """torch.compile of the eager baseline, compiled once here: (callables, seconds the
+        compile took)."""
         torch = self.torch
-        try:
-            import torch._dynamo
-            torch._dynamo.reset()
-            compiled = [torch.compile(f, dynamic=False) for f in fns]
-            t0 = time.perf_counter()
-            compiled[0]()
-            torch.cuda.synchronize()
-            return compiled, time.perf_counter() - t0
-        except Exception as exc:
-            return {"error": _first_line(exc)}, None
+        import torch._dynamo
+        torch._dynamo.reset()
+        compiled = [torch.compile(f, dynamic=False) for f in fns]
+        t0 = time.perf_counter()
+        compiled[0]()
+        torch.cuda.synchronize()
+        return compiled, time.perf_counter() - t0

@@ -256,3 +256,20 @@ def test_short_launches_replay_a_graph_per_timer(fake_gpu, tmp_path, monkeypatch
     assert captured == [240] * 4 and b["kernel"]["calls_per_sample"] == 240
     assert b["repeat"]["method"] == b["baselines"]["liger"]["method"] == "cuda_graph"
     assert b["baselines"]["broken"]["error"].startswith("ZeroDivisionError")
+
+
+def test_the_compiled_baseline_is_timed_with_the_others_or_says_why_not(fake_gpu, tmp_path, monkeypatch):
+    case = _case([])
+    settings = BenchSettings(repeats=10, compile=True, graph_below_us=0.0)
+    monkeypatch.setattr(torch, "compile", lambda f, dynamic=False: f)   # no Inductor on the CPU here
+    b = benchrun.BenchRunner("cuda", settings, results_path=tmp_path / "a.jsonl").bench(case, case.bench[0]).bench
+    compiled = b["baselines"]["torch.compile"]
+    assert compiled["compile_s"] >= 0 and compiled["speedup"] > 0 and compiled["rounds"] == 2
+    assert list(b["baselines"]) == ["torch", "torch.compile", "liger", "broken"]   # the case's order
+
+    def no_compiler(f, dynamic=False):
+        raise RuntimeError("no C++ compiler")
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    b = benchrun.BenchRunner("cuda", settings, results_path=tmp_path / "b.jsonl").bench(case, case.bench[0]).bench
+    assert b["baselines"]["torch.compile"] == {"error": "RuntimeError: no C++ compiler"}
+    assert b["baselines"]["torch"]["speedup"] > 0
