@@ -51,7 +51,8 @@ def pytest_addoption(parser):
     g.addoption("--matrix", default=None, help="matrix file (default: matrices/default.toml if present)")
     g.addoption("--portcheck-profile", default=None, choices=PROFILES,
                 help="hypothesis profile (default: ci when CI is set, else dev)")
-    g.addoption("--portcheck-seed", default=None, type=int, help="session seed (default: 0 under a derandomized profile such as ci, else random)")
+    g.addoption("--portcheck-seed", default=None, type=int,
+                help="session seed (default: 0 under a derandomized profile such as ci, else random)")
     g.addoption("--bench", action="store_true",
                 help="benchmark each case's bench specs on the GPU target (ceilings, baselines, "
                      "roofline); with -n N each xdist worker owns one GPU")

@@ -38,7 +38,8 @@ def add_arguments(p) -> None:
     p.add_argument("--dtype", help="comma list of dtypes (default: each case's own)")
     p.add_argument("--out", help="report directory, new or empty (default: reports/<timestamp>)")
     p.add_argument("--profile", choices=PROFILES, help="hypothesis profile (default: the matrix's)")
-    p.add_argument("--seed", type=int, help="session seed (default: 0 under a derandomized profile such as ci, else random; recorded in the report)")
+    p.add_argument("--seed", type=int, help="session seed (default: 0 under a derandomized profile "
+                                            "such as ci, else random; recorded in the report)")
     p.add_argument("--replay", metavar="JSON", help="rerun exactly this input spec (from a failure)")
     p.add_argument("--timeout", type=float, help="seconds one case may run (default: the matrix's)")
     p.add_argument("--no-time", action="store_true", help="skip the median-time column on GPUs")
