@@ -188,8 +188,9 @@ def test_a_warm_run_reads_the_facts_a_cold_run_extracted(monkeypatch, tmp_path):
     cold = compile_tasks(tasks, CompileSettings(jobs=2))
     warm = compile_tasks(tasks, CompileSettings(jobs=2))
     for c, w in zip(cold, warm):
+        # "cached" is set only on the path that returns before triton.compile; comparing the two
+        # compile_s figures would be a timed test, and under CI load the warm one can be slower
         assert "cached" not in c.metrics and w.metrics.get("cached") is True
-        assert w.metrics["compile_s"] < c.metrics["compile_s"]
         same = {k: v for k, v in c.metrics.items() if k not in ("compile_s", "cached")}
         assert same == {k: v for k, v in w.metrics.items() if k not in ("compile_s", "cached")}
         assert c.lints == w.lints
