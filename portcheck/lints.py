@@ -39,6 +39,11 @@ RULES: dict[str, Rule] = {r.name: r for r in [
     Rule("spills", "warning", "registers spilled to stack / scratch memory", 0, "bytes"),
     Rule("no-matrix-instruction", "warning",
          "a tl.dot uses no matrix instruction although the arch has one for its dtypes"),
+    Rule("narrow-async-copy", "warning",
+         "cp.async copies under 16 bytes move more than a fraction of the copied bytes: the global "
+         "layout does not match the shared layout the matrix instruction needs, or 16-byte "
+         "alignment was not proven (a few scalar index loads stay under the default)",
+         0.25, "fraction"),
     Rule("low-occupancy", "info", "occupancy under a fraction of the arch's maximum", 0.25, "fraction"),
     Rule("amd-option-on-nvidia", "warning",
          "an AMD-only option (waves_per_eu, matrix_instr_nonkdim, kpack) given to an NVIDIA target"),
@@ -181,6 +186,14 @@ def findings(raw: dict, arch, options: dict, config: LintConfig = DEFAULT) -> li
                 f"{' (' + dot['precision'] + ')' if dot.get('precision') else ''} runs without "
                 f"{arch.matrix_family} on {arch.name}, whose matrix units take these dtypes")
             break
+    sizes = {int(k): v for k, v in (raw.get("async_copy_sizes") or {}).items()}
+    moved = sum(k * v for k, v in sizes.items())   # each instruction once, as the PTX has it
+    narrow = sum(k * v for k, v in sizes.items() if k < 16)
+    if moved and narrow / moved > config.thresholds["narrow-async-copy"]:
+        spread = ", ".join(f"{v} of {k} B" for k, v in sorted(sizes.items()))
+        add("narrow-async-copy", f"copies under 16 bytes move {narrow / moved:.0%} of the bytes "
+                                 f"of its cp.async instructions ({spread}; threshold "
+                                 f"{config.thresholds['narrow-async-copy']:.0%})")
     frac = raw.get("occupancy_fraction")
     if frac is not None and frac < config.thresholds["low-occupancy"]:
         add("low-occupancy", f"occupancy {raw.get('occupancy_effective', raw.get('occupancy'))}/"

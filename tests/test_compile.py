@@ -16,8 +16,9 @@ from portcheck import cases, cli
 from portcheck.capture import capture_case, recording
 from portcheck.lints import DEFAULT, LintConfig, findings
 from portcheck.targets.archs import ARCHS
-from portcheck.targets.compile import (CompileSettings, Task, compile_tasks, dots_in, first_error_line,
-                                       matrix_instructions, occupancy, plan, variant_task)
+from portcheck.targets.compile import (CompileSettings, Task, async_copy_sizes, compile_tasks,
+                                       dots_in, first_error_line, matrix_instructions, occupancy,
+                                       plan, variant_task)
 
 pytestmark = pytest.mark.xdist_group("portcheck-compile")
 
@@ -124,6 +125,24 @@ def test_no_matrix_instruction_rule_both_ways():
     assert rule not in {f["rule"] for f in findings({**raw, "dots": [ieee]}, ARCHS["sm_90a"], {})}
     assert rule not in {f["rule"] for f in findings({**raw, "dots": [ieee]}, ARCHS["gfx1100"], {})}
     assert rule in {f["rule"] for f in findings({**raw, "dots": [ieee], "warp_size": 64}, ARCHS["gfx942"], {})}
+
+
+def test_narrow_async_copy_rule_counts_copies_under_16_bytes():
+    ptx = ("cp.async.cg.shared.global [ %r14 + 0 ], [ %rd21 + 0 ], 0x10, %r15;\n"
+           "cp.async.ca.shared.global [ %r1 + 0 ], [ %rd2 + 0 ], 0x4, %r3;\n"
+           "cp.async.ca.shared.global [%r4], [%rd5], 4;\ncp.async.commit_group;\n")
+    sizes = async_copy_sizes(ptx)
+    assert sizes == {"16": 1, "4": 2}
+    raw = {"status": "ok", "num_warps": 4, "warp_size": 32, "shared": 0}
+    got = [f for f in findings({**raw, "async_copy_sizes": sizes}, ARCHS["sm_90a"], {})
+           if f["rule"] == "narrow-async-copy"]
+    assert [f["message"] for f in got] == ["copies under 16 bytes move 33% of the bytes of its "
+                                           "cp.async instructions (2 of 4 B, 1 of 16 B; "
+                                           "threshold 25%)"]
+    # a few scalar index loads beside wide tiles (paged attention's block table) stay quiet
+    for quiet in ({"16": 36}, {"4": 6, "16": 16}):
+        got = findings({**raw, "async_copy_sizes": quiet}, ARCHS["sm_90a"], {})
+        assert "narrow-async-copy" not in {f["rule"] for f in got}
 
 
 def test_parsers_on_compiler_text():

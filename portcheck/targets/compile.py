@@ -39,7 +39,7 @@ from .archs import ARCHS, DEFAULT_ARCHS, arch as get_arch
 AMD_ONLY_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack", "schedule_hint")
 DEFAULT_TIMEOUT = 300.0      # seconds per compile: one pathological config took over 9 minutes
 DEFAULT_JOBS = 2
-EXTRACT_VERSION = 3          # bump when the extracted facts change (invalidates their cache)
+EXTRACT_VERSION = 4          # bump when the extracted facts change (invalidates their cache)
 
 
 # ---- settings (the matrix's [compile] table) ------------------------------------------------
@@ -444,6 +444,22 @@ def matrix_instructions(asm_text: str, amd: bool) -> tuple[str, list[str]]:
     return "none", []
 
 
+# cp.async{.ca,.cg}.shared.global [dst], [src], cp-size{, src-size}: cp-size is 4, 8 or 16 bytes
+_CP_ASYNC = re.compile(r"\bcp\.async\.c[ag]\.shared\.global\S*\s+\[[^]]*\],\s*\[[^]]*\],\s*(0x[0-9a-fA-F]+|\d+)")
+
+
+def async_copy_sizes(ptx: str) -> dict:
+    """How many cp.async instructions the PTX has per copy size in bytes (static counts). Copies
+    under 16 bytes mean that the global layout does not match the shared layout, or that the
+    compiler could not prove 16-byte alignment: e.g. a row-major fp32 B feeding sm_90a's tf32
+    wgmma, which reads K-major operands only, is copied 4 bytes at a time."""
+    sizes: dict = {}
+    for size in _CP_ASYNC.findall(ptx):
+        key = str(int(size, 0))
+        sizes[key] = sizes.get(key, 0) + 1
+    return sizes
+
+
 _DOT = re.compile(r"tt\.dot(?:_scaled)?\s([^:]*):\s*tensor<([^>]*)>\s*\*\s*tensor<([^>]*)>\s*->\s*tensor<([^>]*)>")
 _PRECISION = re.compile(r"inputPrecision\s*=\s*(\w+)")
 
@@ -514,6 +530,7 @@ def _read_resources(kernel, arch) -> dict:
         res.update(nvidia_resources(asm["cubin"]))
         res["code_bytes"] = _elf_text_bytes(asm["cubin"])
         family, instrs = matrix_instructions(asm["ptx"], False)
+        res["async_copy_sizes"] = async_copy_sizes(asm["ptx"])
     res.update(matrix_family=family, matrix_instructions=instrs, dots=dots_in(asm.get("ttir", "")))
     return res
 
@@ -673,7 +690,7 @@ _METRIC_KEYS = ("compile_s", "num_warps", "num_stages", "warp_size", "shared", "
                 "stack_bytes", "local_bytes", "static_shared", "group_segment_fixed_size",
                 "occupancy", "occupancy_effective", "occupancy_max", "occupancy_unit",
                 "occupancy_fraction", "matrix_family", "matrix_instructions", "dots", "code_bytes",
-                "spill_bytes", "spill_count", "threads", "note", "cached")
+                "async_copy_sizes", "spill_bytes", "spill_count", "threads", "note", "cached")
 
 
 def to_result(task: Task, raw: dict, lints: LintConfig = DEFAULT_LINTS, command: str = ""):
