@@ -102,3 +102,13 @@ def test_shared_estimate_prunes_what_would_not_load(name):
         in_bytes = {"fp16": 2, "fp32": 4, "int8": 1}[dtype]
         for c in table:
             assert (c in kept) == (mm.shared_bytes(c, in_bytes, name) <= a.shared_per_block)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_operands_are_made_k_major_where_the_tf32_matrix_unit_reads_only_k_major(name):
+    """wgmma and tcgen05 read tf32 operands from shared memory K-major only; mma.sync, MFMA and
+    WMMA load fragments themselves. 16-bit dtypes never need the extra pass."""
+    reads_smem = ARCHS[name].matrix_family in ("wgmma", "tcgen05")
+    assert mm.k_major_only(name, "fp32") == (reads_smem and mm.fp32_precision(name) == "tf32")
+    assert not mm.k_major_only(name, "fp16") and not mm.k_major_only(name, "bf16")
+    assert not mm.k_major_only("interpreter", "fp32")

@@ -183,3 +183,45 @@ def test_fp32_on_a_tf32_arch_is_also_compared_with_the_library_at_tf32(on_arch):
     assert (getattr(matmul_settings, "fp32_precision", None), matmul_settings.allow_tf32) == before
     on_arch("gfx90a")   # no tf32 there: ieee, and no tf32 baseline
     assert "torch.matmul tf32" not in mm._baselines(mm._make(spec, "cpu"))
+
+
+class _StrideSpy:
+    """Stands in for the kernel and records the operand strides of each launch."""
+
+    def __init__(self):
+        self.strides = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):   # (a, b, c, bias, sa, sb, M, N, K, am, ak, bk, bn, cm, cn)
+            self.strides.append(args[9:13])
+        return launch
+
+
+@pytest.mark.parametrize("arch,dtype,relaid", [("sm_90a", torch.float32, True),
+                                               ("sm_100a", torch.float32, True),
+                                               ("sm_90a", torch.float16, False),
+                                               ("sm_80", torch.float32, False),
+                                               ("sm_120", torch.float32, False)])
+def test_tf32_operands_reach_wgmma_and_tcgen05_k_major(monkeypatch, arch, dtype, relaid):
+    monkeypatch.setattr(mm, "current_arch", lambda: arch)
+    spy = _StrideSpy()
+    monkeypatch.setattr(mm, "_kernel", spy)
+    cfg = mm.Config(16, 16, 16, 1, 4, 1)
+    a_col = torch.randn(6, 4).to(dtype).t()          # [4, 6], M-major
+    b_row = torch.randn(6, 5).to(dtype)              # [6, 5], N-major
+    mm.matmul(a_col, b_row, config=cfg)
+    mm.matmul(b_row.t().contiguous(), b_row.t().contiguous().t(), config=cfg)   # both K-major
+    k_major = (6, 1, 1, 6)                           # stride_am, stride_ak, stride_bk, stride_bn
+    assert spy.strides[0] == (k_major if relaid else (1, 4, 5, 1))
+    assert spy.strides[1] == k_major                 # already K-major: launched as given
+
+
+@needs_interpreter
+def test_relaid_operands_give_the_product(monkeypatch):
+    monkeypatch.setattr(mm, "current_arch", lambda: "sm_90a")   # the interpreter ignores tf32
+    a, b = torch.randn(33, 20).t(), torch.randn(33, 17)           # [20, 33] M-major, [33, 17]
+    c = mm.matmul(a, b, config=mm.Config(16, 16, 16, 1, 4, 1))
+    ref = matmul_ref(a.double(), b.double())
+    # fp32 products summed over K = 33: each term within 2^-24 relative, K terms of |a||b|
+    bound = 33 * 2.0 ** -24 * (a.double().abs() @ b.double().abs())
+    assert ((c.double() - ref).abs() <= bound).all()

@@ -104,6 +104,16 @@ def fp32_precision(arch: str) -> str:
     return "ieee"
 
 
+def k_major_only(arch: str, dtype: str) -> bool:
+    """Whether the arch's matrix instruction reads this dtype's operands from shared memory only
+    K-major while cp.async cannot transpose: tf32 on sm_90a's wgmma and sm_100a's tcgen05 (16-bit
+    types may be either way; 8-bit cases here take B column-major already). Cross-compiled, a
+    row-major fp32 B fills shared memory 4 bytes at a time: 96 of the 108 cp.async instructions
+    of a 128x256x32 tile on sm_90a, none with B column-major (the narrow-async-copy lint)."""
+    return (dtype == "fp32" and arch.startswith("sm_") and fp32_precision(arch) == "tf32"
+            and _cuda_cc(arch) // 10 in (9, 10))
+
+
 def fp8_formats(arch: str) -> tuple[str, ...]:
     """The fp8 formats this kernel runs on an arch: those its matrix units take natively.
     (Triton also accepts emulated ones, e.g. OCP on gfx942 through fp16 MFMA; this kernel refuses
@@ -458,6 +468,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
             raise ValueError(f"config {config.label} carries AMD options, which {arch} does not take")
     if m == 0 or n == 0:
         return out
+    if k_major_only(arch, dtype):
+        # one pass over an operand that is not K-major costs less than filling shared memory
+        # with 4-byte copies on every tile that reads it
+        a = a if a.stride(1) == 1 else a.contiguous()
+        b = b if b.stride(0) == 1 else b.t().contiguous().t()
     spans = [t.numel() and sum((s - 1) * abs(st_) for s, st_ in zip(t.shape, t.stride())) + 1
              for t in (a, b, out)]
     consts = {"WIDE": max(spans) >= INDEX_LIMIT, "HAS_BIAS": bias is not None,
@@ -861,15 +876,22 @@ def _variant(arch, dtype: str, out: str, cfg: Config, *, b_col: bool, bias: bool
                    divisible_by_16=tuple(n for n in _DIVISIBLE if sig[n] != "constexpr"))
 
 
-def _variants_for(dtypes_of, out_of, b_col: bool):
+def _b_column_major(arch: str, dtype: str) -> bool:
+    """The 8-bit cases take B column-major everywhere, as torch._scaled_mm and _int_mm do."""
+    return True
+
+
+def _variants_for(dtypes_of, out_of, b_col):
+    """The launches of one case on an arch; b_col(arch name, dtype): whether B is column-major."""
     def variants(arch) -> list[Variant]:
         found = []
         for dtype in dtypes_of(arch):
             cfgs = arch_configs(arch.name, dtype, arch.shared_per_block)
-            found += [_variant(arch, dtype, out_of(dtype), c, b_col=b_col) for c in cfgs]
+            col = b_col(arch.name, dtype)
+            found += [_variant(arch, dtype, out_of(dtype), c, b_col=col) for c in cfgs]
             if cfgs:   # the epilogue once per dtype, on the first configuration
                 act = "relu" if dtype == "int8" else "gelu"
-                found.append(_variant(arch, dtype, out_of(dtype), cfgs[0], b_col=b_col, bias=True,
+                found.append(_variant(arch, dtype, out_of(dtype), cfgs[0], b_col=col, bias=True,
                                       activation=act))
         return found
     return variants
@@ -894,7 +916,7 @@ register(Case(
     bench=tuple(_spec(d, s, s, s) for d in ("fp16", "bf16") for s in SQUARES)
     + tuple(_spec(d, m, n, k) for d in ("fp16", "bf16") for m, n, k in ODD)
     + (_spec("fp32", 4096, 4096, 4096),),
-    variants=_variants_for(lambda arch: tuple(FLOAT_DTYPES), lambda d: d, b_col=False),
+    variants=_variants_for(lambda arch: tuple(FLOAT_DTYPES), lambda d: d, b_col=k_major_only),
     baselines=_baselines, math=("erf", "exp"),
     description="C = act(A @ B + bias), fp16 / bf16 / fp32 (tf32 where the arch has it), fp32 accumulation"))
 
@@ -904,7 +926,7 @@ register(Case(
     launch=_launch, oracle=_oracle, tolerance=_tolerance, cost=_cost,
     bench=tuple(_spec(d, s, s, s, b_layout="col", out="bf16") for d in ("fp8e4nv", "fp8e4b8")
                 for s in SQUARES),
-    variants=_variants_for(lambda arch: fp8_formats(arch.name), lambda d: "bf16", b_col=True),
+    variants=_variants_for(lambda arch: fp8_formats(arch.name), lambda d: "bf16", b_col=_b_column_major),
     baselines=_baselines, math=("erf", "exp"),
     description="C = act(scale_a scale_b (A @ B) + bias) in bf16, fp8 inputs with per-tensor scales"))
 
@@ -913,7 +935,7 @@ register(Case(
     inputs=_inputs(FP8_REGIMES, ACTIVATIONS, outs=("fp32", "fp16")), make=_make, outputs=_outputs,
     launch=_launch, oracle=_oracle, tolerance=_tolerance, cost=_cost,
     # the same kernel as matmul_fp8 but for the store: one format's configurations suffice
-    variants=_variants_for(lambda arch: fp8_formats(arch.name)[:1], lambda d: "fp32", b_col=True),
+    variants=_variants_for(lambda arch: fp8_formats(arch.name)[:1], lambda d: "fp32", b_col=_b_column_major),
     baselines=_baselines, math=("erf", "exp"),
     description="the fp8 matmul writing fp32 or fp16 (no bf16 rounding: checkable on the interpreter)"))
 
@@ -922,6 +944,6 @@ register(Case(
     inputs=_inputs(INT_REGIMES, INT_ACTIVATIONS), make=_make, outputs=_outputs, launch=_launch,
     oracle=_oracle, tolerance=_tolerance, cost=_cost,
     bench=tuple(_spec("int8", s, s, s, b_layout="col") for s in SQUARES),
-    variants=_variants_for(lambda arch: ("int8",), lambda d: "int32", b_col=True),
+    variants=_variants_for(lambda arch: ("int8",), lambda d: "int32", b_col=_b_column_major),
     baselines=_baselines,
     description="int8 x int8 -> int32, exact; optional int32 bias and relu"))
