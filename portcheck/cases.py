@@ -41,6 +41,17 @@ class Variant:
     divisible_by_16: tuple = ()
 
 
+def launch_divisibility(signature: dict, **values: int) -> tuple:
+    """Variant.divisible_by_16 for a launch with these integer values: every pointer (torch's
+    allocator aligns to 16 bytes or more) and each integer given whose value is a multiple of 16,
+    as Triton's JIT specializes them. Integers not given (row counts, which vary) stay general."""
+    unknown = set(values) - set(signature)
+    if unknown:
+        raise ValueError(f"not in the signature: {', '.join(sorted(unknown))}")
+    return tuple(name for name, ty in signature.items()
+                 if ty.startswith("*") or (name in values and values[name] % 16 == 0))
+
+
 @dataclass(frozen=True)
 class Case:
     name: str                                   # unique, e.g. "softmax"

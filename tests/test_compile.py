@@ -371,3 +371,31 @@ def test_matrix_compile_table_is_validated(tmp_path):
         bad.write_text(f"[run]\n[compile]\n{body}\n")
         with pytest.raises(UsageError, match=problem):
             load(bad)
+
+
+def test_launch_divisibility_is_what_the_jit_specializes():
+    """The variants' divisible_by_16 comes from launch_divisibility; Triton's own binder, given
+    real tensors and the same integers, marks the same arguments tt.divisibility = 16."""
+    import torch
+
+    from portcheck.cases import launch_divisibility
+    from portcheck.kernels.rmsnorm import rmsnorm_rows_kernel
+    from triton.runtime.jit import JITFunction
+
+    from portcheck.targets.compile import _backend, specialize
+    kernel = rmsnorm_rows_kernel
+    while not isinstance(kernel, JITFunction):   # the interpreter wraps it
+        kernel = getattr(kernel, "fn", None) or JITFunction(kernel)
+    x, r = torch.empty(64, dtype=torch.bfloat16), torch.empty(4)
+    values = {"n_rows": 3, "n_cols": 4096, "x_stride": 1000, "y_stride": 4096}
+    args = {"x_ptr": x, "w_ptr": x, "y_ptr": x, "rstd_ptr": r, **values, "eps": 1e-5}
+    for arch in ("sm_90a", "gfx942"):
+        sig, _, attrs, _ = specialize(kernel, _backend(ARCHS[arch]), [],
+                                      {**args, "HAS_W": True, "ROWS": 1, "BLOCK": 4096})
+        names = list(sig)
+        jit = {names[path[0]] for path, a in attrs.items() if ["tt.divisibility", 16] in a}
+        declared = {k: v for k, v in sig.items() if v != "constexpr"}
+        assert jit == set(launch_divisibility(declared, **values))
+        assert jit == {"x_ptr", "w_ptr", "y_ptr", "rstd_ptr", "n_cols", "y_stride"}
+    with pytest.raises(ValueError, match="not in the signature: rows"):
+        launch_divisibility({"x_ptr": "*fp32"}, rows=16)

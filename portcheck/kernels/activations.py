@@ -20,7 +20,7 @@ import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, register
+from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..dtypes import fmt
 from ..mathacc.functions import documented_bound
 from ..oracles import activations as act_ref
@@ -231,11 +231,13 @@ def _variants(activations):
             for act in activations:
                 for d in (128, 14336):
                     cfg = config(8192, d, arch.warp_size)
-                    out.append(Variant(gated_kernel,
-                                       {"x_ptr": t, "o_ptr": t, "n_rows": "i32", "d": "i32",
-                                        "x_stride": "i32", "o_stride": "i32"},
+                    sig = {"x_ptr": t, "o_ptr": t, "n_rows": "i32", "d": "i32", "x_stride": "i32",
+                           "o_stride": "i32"}
+                    out.append(Variant(gated_kernel, sig,
                                        {"ACT": ACTS[act], "ROWS": cfg["ROWS"], "BLOCK": cfg["BLOCK"]},
-                                       cfg["num_warps"], label=f"{dtype} {act} d={d}"))
+                                       cfg["num_warps"], label=f"{dtype} {act} d={d}",
+                                       divisible_by_16=launch_divisibility(
+                                           sig, d=d, x_stride=2 * d, o_stride=d)))
         # the benchmarked configuration first: a CI compile of one variant per arch builds that one
         return sorted(out, key=lambda v: v.label != f"bf16 {activations[0]} d=14336")
     return variants

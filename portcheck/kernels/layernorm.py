@@ -13,7 +13,7 @@ import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, register
+from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..oracles.norms import layer_norm as layer_norm_ref
 from ..tolerance import Tolerance, fmt
 from ._launch import (check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs,
@@ -298,7 +298,7 @@ def _variants(long_rows: bool):
                            "rstd_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "x_stride": "i32",
                            "y_stride": "i32", "eps": "fp32"}
                     consts = {"HAS_W": has_w, "HAS_B": has_b, "BLOCK": cfg["BLOCK"]}
-                    divisible = ()
+                    divisible = launch_divisibility(sig, n_cols=n, x_stride=n, y_stride=n)
                     if cfg["kernel"] is layernorm_rows_kernel:
                         consts["ROWS"] = cfg["ROWS"]
                     else:   # as the bench launches it: aligned rows, loads vectorize

@@ -32,7 +32,7 @@ import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, register
+from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..dtypes import fmt
 from ..oracles import fp8 as fp8_ref
 from ..oracles import quant as quant_ref
@@ -556,17 +556,21 @@ def _quant_row_variants(codes: str):
             xt = _sig_type(dtype)
             for n in (128, 8192, 16384):
                 cfg = row_config(n, arch.warp_size)
-                out.append(Variant(quant_rows_kernel,
-                                   {"x_ptr": xt, "q_ptr": qt, "s_ptr": "*fp32", "n_rows": "i32",
-                                    "n_cols": "i32", "x_stride": "i32", "q_stride": "i32"},
+                sig = {"x_ptr": xt, "q_ptr": qt, "s_ptr": "*fp32", "n_rows": "i32",
+                       "n_cols": "i32", "x_stride": "i32", "q_stride": "i32"}
+                out.append(Variant(quant_rows_kernel, sig,
                                    {**consts, "ROWS": cfg["ROWS"], "BLOCK": cfg["BLOCK"]},
-                                   cfg["num_warps"], label=f"{dtype} n={n}"))
+                                   cfg["num_warps"], label=f"{dtype} n={n}",
+                                   divisible_by_16=launch_divisibility(sig, n_cols=n, x_stride=n,
+                                                                       q_stride=n)))
             cfg = row_config(65536, arch.warp_size)
-            out.append(Variant(quant_long_rows_kernel,
-                               {"x_ptr": xt, "q_ptr": qt, "s_ptr": "*fp32", "n_cols": "i32",
-                                "x_stride": "i32", "q_stride": "i32"},
+            sig = {"x_ptr": xt, "q_ptr": qt, "s_ptr": "*fp32", "n_cols": "i32", "x_stride": "i32",
+                   "q_stride": "i32"}
+            out.append(Variant(quant_long_rows_kernel, sig,
                                {**consts, "BLOCK": cfg["BLOCK"]}, cfg["num_warps"],
-                               label=f"{dtype} n=65536 loop"))
+                               label=f"{dtype} n=65536 loop",
+                               divisible_by_16=launch_divisibility(sig, n_cols=65536,
+                                                                   x_stride=65536, q_stride=65536)))
         return bench_first(out, "bf16 n=8192")
     return variants
 
@@ -649,16 +653,20 @@ def _per_tensor_variants(arch) -> list[Variant]:
         xt = _sig_type(dtype)
         cfg = tile_config(16384, 8192, arch.warp_size)
         tiles = {"ROWS": cfg["ROWS"], "BLOCK": cfg["BLOCK"]}
-        out.append(Variant(amax_kernel, {"x_ptr": xt, "amax_bits_ptr": "*i32", "n_rows": "i32",
-                                         "n_cols": "i32", "x_stride": "i32"},
-                           tiles, cfg["num_warps"], label=f"{dtype} amax"))
+        n = 8192    # the bench's row length, as for the tile configuration
+        sig = {"x_ptr": xt, "amax_bits_ptr": "*i32", "n_rows": "i32", "n_cols": "i32",
+               "x_stride": "i32"}
+        out.append(Variant(amax_kernel, sig, tiles, cfg["num_warps"], label=f"{dtype} amax",
+                           divisible_by_16=launch_divisibility(sig, n_cols=n, x_stride=n)))
+        sig = {"x_ptr": xt, "q_ptr": qt, "scale_ptr": "*fp32", "amax_bits_ptr": "*i32",
+               "n_rows": "i32", "n_cols": "i32", "x_stride": "i32", "q_stride": "i32"}
         for static in (False, True):
-            out.append(Variant(quant_tensor_kernel,
-                               {"x_ptr": xt, "q_ptr": qt, "scale_ptr": "*fp32", "amax_bits_ptr": "*i32",
-                                "n_rows": "i32", "n_cols": "i32", "x_stride": "i32", "q_stride": "i32"},
+            out.append(Variant(quant_tensor_kernel, sig,
                                {"QMAX": qmax_of(out_dtype), "MIN_SCALE": min_scale_of(out_dtype),
                                 "INT8": False, "STATIC": static, **tiles},
-                               cfg["num_warps"], label=f"{dtype} {'static' if static else 'dynamic'}"))
+                               cfg["num_warps"], label=f"{dtype} {'static' if static else 'dynamic'}",
+                               divisible_by_16=launch_divisibility(sig, n_cols=n, x_stride=n,
+                                                                   q_stride=n)))
     return bench_first(out, "bf16 dynamic")
 
 
@@ -768,12 +776,14 @@ def _dequant_variants(codes: str):
         cfg = tile_config(16384, 8192, arch.warp_size)
         out = []
         for dtype in IN_DTYPES:
+            sig = {"q_ptr": _sig_type(q_dtype), "s_ptr": "*fp32", "o_ptr": _sig_type(dtype),
+                   "n_rows": "i32", "n_cols": "i32", "q_stride": "i32", "o_stride": "i32"}
             for per_token in (True, False):
-                out.append(Variant(dequant_kernel,
-                                   {"q_ptr": _sig_type(q_dtype), "s_ptr": "*fp32", "o_ptr": _sig_type(dtype),
-                                    "n_rows": "i32", "n_cols": "i32", "q_stride": "i32", "o_stride": "i32"},
+                out.append(Variant(dequant_kernel, sig,
                                    {"PER_TOKEN": per_token, "ROWS": cfg["ROWS"], "BLOCK": cfg["BLOCK"]},
-                                   cfg["num_warps"], label=f"{dtype} per-{'token' if per_token else 'tensor'}"))
+                                   cfg["num_warps"], label=f"{dtype} per-{'token' if per_token else 'tensor'}",
+                                   divisible_by_16=launch_divisibility(sig, n_cols=8192,
+                                                                       q_stride=8192, o_stride=8192)))
         return bench_first(out, "bf16 per-token")
     return variants
 

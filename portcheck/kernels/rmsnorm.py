@@ -11,7 +11,7 @@ import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, register
+from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..oracles.norms import rms_norm as rms_norm_ref
 from ..tolerance import Tolerance, fmt
 from ._launch import (check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs,
@@ -238,7 +238,7 @@ def _variants(long_rows: bool):
                     sig = {"x_ptr": t, "w_ptr": t, "y_ptr": t, "rstd_ptr": "*fp32", "n_rows": "i32",
                            "n_cols": "i32", "x_stride": "i32", "y_stride": "i32", "eps": "fp32"}
                     consts = {"HAS_W": has_w, "BLOCK": cfg["BLOCK"]}
-                    divisible = ()
+                    divisible = launch_divisibility(sig, n_cols=n, x_stride=n, y_stride=n)
                     if cfg["kernel"] is rmsnorm_rows_kernel:
                         consts["ROWS"] = cfg["ROWS"]
                     else:   # as the bench launches it: aligned rows, loads vectorize

@@ -20,7 +20,7 @@ import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, register
+from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..dtypes import fmt
 from ..oracles import rope as rope_ref
 from ..tolerance import Tolerance
@@ -369,7 +369,14 @@ def _variants(arch) -> list[Variant]:
                                           "COPY_TAIL")}
             consts.update(NEOX=neox, HAS_KEY=True)
             label = f"{dtype} head={head} rot={rot} {'neox' if neox else 'gptj'}{' out-of-place' if copy else ''}"
-            out.append(Variant(rope_kernel, sig, consts, cfg["num_warps"], label=label))
+            # strides of the bench's contiguous [tokens, heads, head] tensors, 32 query and 8 key
+            # heads, as the JIT specializes them (the token count varies)
+            qh, kh = 32, 8
+            divisible = launch_divisibility(
+                sig, n_qh=qh, n_kh=kh, q_ts=qh * head, q_hs=head, k_ts=kh * head, k_hs=head,
+                qo_ts=qh * head, qo_hs=head, ko_ts=kh * head, ko_hs=head, cache_stride=rot)
+            out.append(Variant(rope_kernel, sig, consts, cfg["num_warps"], label=label,
+                               divisible_by_16=divisible))
     # the benchmarked configuration first: a CI compile of one variant per arch builds that one
     return sorted(out, key=lambda v: v.label != "bf16 head=128 rot=128 neox")
 

@@ -9,7 +9,7 @@ import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, register
+from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..mathacc.functions import documented_bound
 from ..oracles.softmax import softmax as softmax_ref
 from ..tolerance import Tolerance, fmt
@@ -224,7 +224,7 @@ def _variants(long_rows: bool):
                        "y_stride": "i32"}
                 if cfg["kernel"] is softmax_rows_kernel:
                     consts = {"ROWS": cfg["ROWS"], "BLOCK": cfg["BLOCK"]}
-                    divisible = ()
+                    divisible = launch_divisibility(sig, n_cols=n, x_stride=n, y_stride=n)
                 else:
                     consts = {"BLOCK": cfg["BLOCK"]}
                     divisible = tuple(sig)   # as the bench launches it: aligned rows, loads vectorize
