@@ -294,21 +294,29 @@ def test_captured_and_declared_variants_compile_alike(monkeypatch):
     import portcheck.kernels.softmax as module
     monkeypatch.setattr(module, "warp_size", lambda: 32)   # capture as on a 32-wide target
     softmax = cases.get("softmax")
-    spec = {"dtype": "fp16", "rows": 64, "cols": 4096, "regime": "normal", "layout": "contiguous", "seed": 0}
+    # 63 rows: the row count is the one integer the declared variant leaves unspecialized
+    spec = {"dtype": "fp16", "rows": 63, "cols": 4096, "regime": "normal", "layout": "contiguous", "seed": 0}
     captured = capture_case(softmax, [spec])
     assert len(captured) == 1 and captured[0].constexprs == {"ROWS": 1, "BLOCK": 4096}
     undeclared = dataclasses.replace(softmax, name="softmax_captured", variants=None)
     # on a 32-wide arch, so that the launcher picked its warps for the same width as the capture
     declared = [v for v in softmax.variants(ARCHS["sm_90a"]) if v.label == "fp16 n=4096"]
-    # what the launch specialized: 16-byte aligned tensors, and 64 rows, 4096 columns and strides
-    declared = [dataclasses.replace(declared[0], divisible_by_16=(
-        "x_ptr", "y_ptr", "n_rows", "n_cols", "x_stride", "y_stride"))]
     tasks = plan([undeclared], ["sm_90a"], {"softmax_captured": captured})
     tasks.append(variant_task(declared[0], "sm_90a", case="softmax"))
     a, b = compile_tasks(tasks, CompileSettings(jobs=2))
     assert a.verdict == b.verdict == "pass"
     for key in ("registers", "shared", "num_warps", "code_bytes"):
         assert a.metrics[key] == b.metrics[key], key
+
+
+def test_every_declared_variant_names_what_its_launch_specializes():
+    """A variant that names no divisible_by_16 is compiled with unspecialized integers, which a
+    launch at the stated sizes is not (scalar loads where the JIT builds 16-byte ones)."""
+    for case in cases.all_cases():
+        for arch in ("sm_90a", "gfx942"):
+            for v in (case.variants(ARCHS[arch]) if case.variants else []):
+                ints = [k for k, t in v.signature.items() if t in ("i32", "i64")]
+                assert not ints or v.divisible_by_16, f"{case.name} [{v.label}] on {arch}"
 
 
 # ---- the command: bad input refused before any compile starts --------------------------------
