@@ -55,3 +55,28 @@ def test_shared_estimate_matches_the_compiler():
         if shared > ARCHS[arch].shared_per_block:
             problems.append(f"{case} {arch} {v.label}: {shared} B over the {ARCHS[arch].shared_per_block} B limit")
     assert not problems, "\n".join(problems)
+
+
+def test_tf32_operands_compile_to_16_byte_copies_only_k_major():
+    """Why the launcher makes fp32 operands K-major on sm_90a and sm_100a: cross-compiled with a
+    row-major B, most of the cp.async copies are 4 bytes and the narrow-async-copy lint fires;
+    with the K-major B the launcher passes (the case's variant), every copy is 16 bytes."""
+    case = cases.get("matmul")
+    tasks, expect = [], []
+    for arch in ("sm_90a", "sm_100a"):
+        assert mm.k_major_only(arch, "fp32")
+        cfg = mm.arch_configs(arch, "fp32", ARCHS[arch].shared_per_block)[0]
+        for b_col in (False, True):
+            v = mm._variant(ARCHS[arch], "fp32", "fp32", cfg, b_col=b_col)
+            tasks.append(variant_task(v, arch, "matmul", "matmul", "fp32"))
+            expect.append(b_col)
+        declared = [v for v in case.variants(ARCHS[arch]) if v.label.startswith("fp32 ")]
+        assert declared and all("B col-major" in v.label for v in declared)
+    for r, k_major in zip(compile_tasks(tasks, CompileSettings(jobs=2, timeout=600)), expect):
+        assert r.verdict == "pass", r.message
+        sizes = r.metrics["async_copy_sizes"]
+        rules = {f["rule"] for f in r.lints}
+        if k_major:
+            assert set(sizes) == {"16"} and "narrow-async-copy" not in rules, (r.arch, sizes)
+        else:
+            assert sizes.get("4", 0) > sizes.get("16", 0) and "narrow-async-copy" in rules, (r.arch, sizes)
