@@ -206,21 +206,33 @@ def test_tf32_operands_reach_wgmma_and_tcgen05_k_major(monkeypatch, arch, dtype,
     monkeypatch.setattr(mm, "current_arch", lambda: arch)
     spy = _StrideSpy()
     monkeypatch.setattr(mm, "_kernel", spy)
-    cfg = mm.Config(16, 16, 16, 1, 4, 1)
+    wide = mm.Config(64, 16, 16, 1, 4, 1)            # a wgmma / tcgen05 tile on sm_90a / sm_100a
     a_col = torch.randn(6, 4).to(dtype).t()          # [4, 6], M-major
     b_row = torch.randn(6, 5).to(dtype)              # [6, 5], N-major
-    mm.matmul(a_col, b_row, config=cfg)
-    mm.matmul(b_row.t().contiguous(), b_row.t().contiguous().t(), config=cfg)   # both K-major
+    mm.matmul(a_col, b_row, config=wide)
+    mm.matmul(b_row.t().contiguous(), b_row.t().contiguous().t(), config=wide)   # both K-major
+    mm.matmul(a_col, b_row, config=mm.Config(16, 16, 16, 1, 4, 1))   # mma.sync: either layout
     k_major = (6, 1, 1, 6)                           # stride_am, stride_ak, stride_bk, stride_bn
-    assert spy.strides[0] == (k_major if relaid else (1, 4, 5, 1))
-    assert spy.strides[1] == k_major                 # already K-major: launched as given
+    as_given = (1, 4, 5, 1)
+    assert spy.strides == [k_major if relaid else as_given, k_major, as_given]
+
+
+def test_the_autotuned_launch_relays_only_past_the_narrow_tiles(monkeypatch):
+    """M <= NARROW_M keeps the autotuner to the narrow mma.sync tiles: B is read once, as given."""
+    monkeypatch.setattr(mm, "current_arch", lambda: "sm_90a")
+    spy = _StrideSpy()
+    monkeypatch.setattr(mm, "_autotuned", lambda *a: spy)
+    b_row = torch.randn(6, 5)
+    for m in (mm.NARROW_M, mm.NARROW_M + 1):
+        mm.matmul(torch.randn(m, 6), b_row)
+    assert [s[2:] for s in spy.strides] == [(5, 1), (1, 6)]
 
 
 @needs_interpreter
 def test_relaid_operands_give_the_product(monkeypatch):
     monkeypatch.setattr(mm, "current_arch", lambda: "sm_90a")   # the interpreter ignores tf32
     a, b = torch.randn(33, 20).t(), torch.randn(33, 17)           # [20, 33] M-major, [33, 17]
-    c = mm.matmul(a, b, config=mm.Config(16, 16, 16, 1, 4, 1))
+    c = mm.matmul(a, b, config=mm.Config(64, 16, 16, 1, 4, 1))
     ref = matmul_ref(a.double(), b.double())
     # fp32 products summed over K = 33: each term within 2^-24 relative, K terms of |a||b|
     bound = 33 * 2.0 ** -24 * (a.double().abs() @ b.double().abs())

@@ -58,6 +58,8 @@ FP8_OUT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 INT_ACTIVATIONS = ("none", "relu")
 INDEX_LIMIT = 2**31        # offsets at or past this need 64-bit index arithmetic
 FP8_MMA_K = 32             # k of one fp8 MMA instruction (wgmma / mma.sync m16n8k32)
+NARROW_M = 32              # up to this M the autotuner keeps the narrow tiles (BLOCK_M <= 32),
+                           # which Triton builds with mma.sync even on sm_90a / sm_100a
 MBARRIER_BYTES = 64        # room for the pipeline's mbarriers next to the tiles (sm_100: 16 seen)
 
 
@@ -112,6 +114,12 @@ def k_major_only(arch: str, dtype: str) -> bool:
     of a 128x256x32 tile on sm_90a, none with B column-major (the narrow-async-copy lint)."""
     return (dtype == "fp32" and arch.startswith("sm_") and fp32_precision(arch) == "tf32"
             and _cuda_cc(arch) // 10 in (9, 10))
+
+
+def _wide_tiles(m: int, config: Config | None) -> bool:
+    """Whether the launch runs a tile of more than NARROW_M rows: wgmma / tcgen05 on sm_90a /
+    sm_100a; the narrow ones are mma.sync, which loads its fragments itself from either layout."""
+    return config.block_m > NARROW_M if config is not None else m > NARROW_M
 
 
 def fp8_formats(arch: str) -> tuple[str, ...]:
@@ -352,8 +360,8 @@ def _prune(configs_in, named_args, **kwargs):
     fits = [c for c in configs_in if limit is None or shared_bytes(
         Config(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], 1, c.num_warps,
                c.num_stages), in_bytes, arch) <= limit]
-    narrow = named_args["M"] <= 32
-    by_size = [c for c in fits if (c.kwargs["BLOCK_M"] <= 32) == narrow]
+    narrow = named_args["M"] <= NARROW_M
+    by_size = [c for c in fits if (c.kwargs["BLOCK_M"] <= NARROW_M) == narrow]
     kept = by_size or fits
     if not kept:
         raise ValueError(f"no matmul configuration for {dtype} fits {arch} ({limit} bytes of shared memory)")
@@ -468,9 +476,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
             raise ValueError(f"config {config.label} carries AMD options, which {arch} does not take")
     if m == 0 or n == 0:
         return out
-    if k_major_only(arch, dtype):
+    if k_major_only(arch, dtype) and _wide_tiles(m, config):
         # one pass over an operand that is not K-major costs less than filling shared memory
-        # with 4-byte copies on every tile that reads it
+        # with 4-byte copies on every tile that reads it (at M <= NARROW_M the extra pass would
+        # double the traffic of a kernel that reads B once, through mma.sync)
         a = a if a.stride(1) == 1 else a.contiguous()
         b = b if b.stride(0) == 1 else b.t().contiguous().t()
     spans = [t.numel() and sum((s - 1) * abs(st_) for s, st_ in zip(t.shape, t.stride())) + 1
