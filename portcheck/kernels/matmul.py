@@ -885,22 +885,29 @@ def _variant(arch, dtype: str, out: str, cfg: Config, *, b_col: bool, bias: bool
                    divisible_by_16=tuple(n for n in _DIVISIBLE if sig[n] != "constexpr"))
 
 
-def _b_column_major(arch: str, dtype: str) -> bool:
+def _b_column_major(arch: str, dtype: str, cfg: Config) -> bool:
     """The 8-bit cases take B column-major everywhere, as torch._scaled_mm and _int_mm do."""
     return True
 
 
+def _b_as_launched(arch: str, dtype: str, cfg: Config) -> bool:
+    """The float case's B is row-major; the launcher makes it K-major where k_major_only says."""
+    return k_major_only(arch, dtype) and cfg.block_m > NARROW_M
+
+
 def _variants_for(dtypes_of, out_of, b_col):
-    """The launches of one case on an arch; b_col(arch name, dtype): whether B is column-major."""
+    """The launches of one case on an arch; b_col(arch name, dtype, config): whether B reaches
+    the kernel column-major."""
     def variants(arch) -> list[Variant]:
         found = []
         for dtype in dtypes_of(arch):
             cfgs = arch_configs(arch.name, dtype, arch.shared_per_block)
-            col = b_col(arch.name, dtype)
-            found += [_variant(arch, dtype, out_of(dtype), c, b_col=col) for c in cfgs]
+            found += [_variant(arch, dtype, out_of(dtype), c, b_col=b_col(arch.name, dtype, c))
+                      for c in cfgs]
             if cfgs:   # the epilogue once per dtype, on the first configuration
                 act = "relu" if dtype == "int8" else "gelu"
-                found.append(_variant(arch, dtype, out_of(dtype), cfgs[0], b_col=col, bias=True,
+                found.append(_variant(arch, dtype, out_of(dtype), cfgs[0],
+                                      b_col=b_col(arch.name, dtype, cfgs[0]), bias=True,
                                       activation=act))
         return found
     return variants
@@ -925,7 +932,7 @@ register(Case(
     bench=tuple(_spec(d, s, s, s) for d in ("fp16", "bf16") for s in SQUARES)
     + tuple(_spec(d, m, n, k) for d in ("fp16", "bf16") for m, n, k in ODD)
     + (_spec("fp32", 4096, 4096, 4096),),
-    variants=_variants_for(lambda arch: tuple(FLOAT_DTYPES), lambda d: d, b_col=k_major_only),
+    variants=_variants_for(lambda arch: tuple(FLOAT_DTYPES), lambda d: d, b_col=_b_as_launched),
     baselines=_baselines, math=("erf", "exp"),
     description="C = act(A @ B + bias), fp16 / bf16 / fp32 (tf32 where the arch has it), fp32 accumulation"))
 
