@@ -287,26 +287,36 @@ def test_capture_records_every_autotune_config_and_compiles_them():
     assert [r.metrics["num_warps"] for r in results] == [2, 4, 8, 2, 4, 8]
 
 
-def test_captured_and_declared_variants_compile_alike(monkeypatch):
-    """softmax declares its variants; captured from its launcher, they build the same kernels."""
-    import dataclasses
+# (case, module whose launcher picks the config, the declared variant its bench spec launches)
+DECLARED = [("softmax", "softmax", "bf16 n=4096"), ("rmsnorm", "rmsnorm", "bf16 n=4096"),
+            ("layernorm", "layernorm", "bf16 n=4096"), ("silu_mul", "activations", "bf16 silu d=14336"),
+            ("quant_int8_per_token", "quant", "bf16 n=8192"), ("dequant_int8", "quant", "bf16 per-token"),
+            ("rope", "rope", "bf16 head=128 rot=128 neox")]
 
-    import portcheck.kernels.softmax as module
-    monkeypatch.setattr(module, "warp_size", lambda: 32)   # capture as on a 32-wide target
-    softmax = cases.get("softmax")
-    # 63 rows: the row count is the one integer the declared variant leaves unspecialized
-    spec = {"dtype": "fp16", "rows": 63, "cols": 4096, "regime": "normal", "layout": "contiguous", "seed": 0}
-    captured = capture_case(softmax, [spec])
-    assert len(captured) == 1 and captured[0].constexprs == {"ROWS": 1, "BLOCK": 4096}
-    undeclared = dataclasses.replace(softmax, name="softmax_captured", variants=None)
-    # on a 32-wide arch, so that the launcher picked its warps for the same width as the capture
-    declared = [v for v in softmax.variants(ARCHS["sm_90a"]) if v.label == "fp16 n=4096"]
-    tasks = plan([undeclared], ["sm_90a"], {"softmax_captured": captured})
-    tasks.append(variant_task(declared[0], "sm_90a", case="softmax"))
+
+@pytest.mark.parametrize("name,module,label", DECLARED)
+def test_a_bench_launch_compiles_as_its_declared_variant(monkeypatch, name, module, label):
+    """Captured from the case's launcher at its bench spec's row length, the launch builds the
+    same kernel as the declared variant the compile matrix cross-compiles for it."""
+    import dataclasses
+    import importlib
+    monkeypatch.setattr(importlib.import_module(f"portcheck.kernels.{module}"), "warp_size",
+                        lambda: 32)   # capture as on a 32-wide target
+    case = cases.get(name)
+    spec = dict(case.bench[0])
+    # 1023 rows (tokens): the row count is the one integer the declared variants leave general
+    spec["tokens" if "tokens" in spec else "rows"] = 1023
+    captured = capture_case(case, [spec])
+    assert len(captured) == 1
+    undeclared = dataclasses.replace(case, name=f"{name}_captured", variants=None)
+    declared = [v for v in case.variants(ARCHS["sm_90a"]) if v.label == label]
+    assert len(declared) == 1 and declared[0].constexprs == captured[0].constexprs
+    tasks = plan([undeclared], ["sm_90a"], {f"{name}_captured": captured})
+    tasks.append(variant_task(declared[0], "sm_90a", case=name))
     a, b = compile_tasks(tasks, CompileSettings(jobs=2))
     assert a.verdict == b.verdict == "pass"
-    for key in ("registers", "shared", "num_warps", "code_bytes"):
-        assert a.metrics[key] == b.metrics[key], key
+    for key in ("registers", "shared", "num_warps", "code_bytes", "async_copy_sizes"):
+        assert a.metrics.get(key) == b.metrics.get(key), key
 
 
 def test_every_declared_variant_names_what_its_launch_specializes():
