@@ -294,14 +294,17 @@ DECLARED = [("softmax", "softmax", "bf16 n=4096"), ("rmsnorm", "rmsnorm", "bf16 
             ("rope", "rope", "bf16 head=128 rot=128 neox")]
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "gfx942"])
 @pytest.mark.parametrize("name,module,label", DECLARED)
-def test_a_bench_launch_compiles_as_its_declared_variant(monkeypatch, name, module, label):
+def test_a_bench_launch_compiles_as_its_declared_variant(monkeypatch, name, module, label, arch):
     """Captured from the case's launcher at its bench spec's row length, the launch builds the
-    same kernel as the declared variant the compile matrix cross-compiles for it."""
+    same kernel as the declared variant the compile matrix cross-compiles for it, on a 32-wide
+    NVIDIA and a 64-wide AMD arch."""
     import dataclasses
     import importlib
+    warp = ARCHS[arch].warp_size   # capture as on the arch: launchers pick warps by its width
     monkeypatch.setattr(importlib.import_module(f"portcheck.kernels.{module}"), "warp_size",
-                        lambda: 32)   # capture as on a 32-wide target
+                        lambda: warp)
     case = cases.get(name)
     spec = dict(case.bench[0])
     # 1023 rows (tokens): the row count is the one integer the declared variants leave general
@@ -309,10 +312,11 @@ def test_a_bench_launch_compiles_as_its_declared_variant(monkeypatch, name, modu
     captured = capture_case(case, [spec])
     assert len(captured) == 1
     undeclared = dataclasses.replace(case, name=f"{name}_captured", variants=None)
-    declared = [v for v in case.variants(ARCHS["sm_90a"]) if v.label == label]
+    declared = [v for v in case.variants(ARCHS[arch]) if v.label == label]
     assert len(declared) == 1 and declared[0].constexprs == captured[0].constexprs
-    tasks = plan([undeclared], ["sm_90a"], {f"{name}_captured": captured})
-    tasks.append(variant_task(declared[0], "sm_90a", case=name))
+    assert declared[0].num_warps == captured[0].num_warps
+    tasks = plan([undeclared], [arch], {f"{name}_captured": captured})
+    tasks.append(variant_task(declared[0], arch, case=name))
     a, b = compile_tasks(tasks, CompileSettings(jobs=2))
     assert a.verdict == b.verdict == "pass"
     for key in ("registers", "shared", "num_warps", "code_bytes", "async_copy_sizes"):
