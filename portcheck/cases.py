@@ -32,7 +32,8 @@ class Variant:
     signature: dict                              # {"x_ptr": "*fp16", "n": "i32", ...}
     constexprs: dict = field(default_factory=dict)
     num_warps: int = 4
-    num_stages: int = 3
+    num_stages: int | None = None                # None: the backend's default (3 on NVIDIA, 2 on
+                                                 #   AMD), what a launch naming none compiles with
     options: dict = field(default_factory=dict)  # AMD: waves_per_eu, matrix_instr_nonkdim, kpack
     label: str = ""                              # e.g. "fp16 n=4096"
     # arguments a launch specializes as multiples of 16 (pointers 16-byte aligned, as from

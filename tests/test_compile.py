@@ -291,7 +291,9 @@ def test_capture_records_every_autotune_config_and_compiles_them():
 DECLARED = [("softmax", "softmax", "bf16 n=4096"), ("rmsnorm", "rmsnorm", "bf16 n=4096"),
             ("layernorm", "layernorm", "bf16 n=4096"), ("silu_mul", "activations", "bf16 silu d=14336"),
             ("quant_int8_per_token", "quant", "bf16 n=8192"), ("dequant_int8", "quant", "bf16 per-token"),
-            ("rope", "rope", "bf16 head=128 rot=128 neox")]
+            ("rope", "rope", "bf16 head=128 rot=128 neox"),
+            ("bias_gelu_dropout", "bias_gelu_dropout", "bf16 n=4096"),
+            ("kv_cache_write", "kv_cache", "bf16 heads=8 d=128")]
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "gfx942"])
@@ -303,12 +305,16 @@ def test_a_bench_launch_compiles_as_its_declared_variant(monkeypatch, name, modu
     import dataclasses
     import importlib
     warp = ARCHS[arch].warp_size   # capture as on the arch: launchers pick warps by its width
-    monkeypatch.setattr(importlib.import_module(f"portcheck.kernels.{module}"), "warp_size",
-                        lambda: warp)
+    launcher = importlib.import_module(f"portcheck.kernels.{module}")
+    monkeypatch.setattr(launcher, "warp_size", lambda: warp)
+    if hasattr(launcher, "_active_backend"):   # kv_cache sizes its tiles per backend
+        monkeypatch.setattr(launcher, "_active_backend", lambda: ARCHS[arch].backend)
     case = cases.get(name)
     spec = dict(case.bench[0])
     # 1023 rows (tokens): the row count is the one integer the declared variants leave general
     spec["tokens" if "tokens" in spec else "rows"] = 1023
+    if name == "bias_gelu_dropout":   # the declared launch takes a 64-bit Philox seed and offset
+        spec.update(rng_seed=2**40 + 3, offset=2**40)
     captured = capture_case(case, [spec])
     assert len(captured) == 1
     undeclared = dataclasses.replace(case, name=f"{name}_captured", variants=None)

@@ -27,7 +27,7 @@ import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, register
+from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..oracles.gelu import bias_gelu_dropout as bias_gelu_dropout_ref
 from ..oracles.gelu import gelu as gelu_ref
 from ..tolerance import Tolerance, exact, fmt
@@ -290,9 +290,6 @@ def _baselines(args):
     return found
 
 
-DIVISIBLE = ("x_ptr", "b_ptr", "y_ptr", "keep_ptr", "n_cols", "x_stride")
-
-
 def _variants(approximate: str):
     def variants(arch) -> list[Variant]:
         out = []
@@ -308,9 +305,12 @@ def _variants(approximate: str):
                            "seed": "i64", "offset": "i64"}
                     consts = {"HAS_BIAS": True, "APPROX_TANH": approximate == "tanh", "DROPOUT": dropout,
                               "PACKED": pack, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"]}
-                    # as launched on the bench shapes: aligned buffers, row length and stride multiples of 16
+                    # as launched on the bench shapes: aligned rows, a 64-bit Philox seed and
+                    # an offset that is a multiple of 16 (the per-element draw's is not of 4)
+                    divisible = launch_divisibility(sig, n_cols=n, x_stride=n,
+                                                    offset=0 if pack or not dropout else 3)
                     out.append(Variant(bias_gelu_dropout_kernel, sig, consts, cfg["num_warps"],
-                                       label=f"{dtype} n={n}{tail}", divisible_by_16=DIVISIBLE))
+                                       label=f"{dtype} n={n}{tail}", divisible_by_16=divisible))
         return out
     return variants
 

@@ -471,7 +471,7 @@ def _variants(arch) -> list[Variant]:
                     "out_ptr": t, "stride_os": "i32", "stride_oh": "i32", "heads_q": "i32",
                     "num_splits": "i32"}
             out.append(Variant(paged_decode_reduce_kernel, rsig,
-                               {"HEAD_DIM": head_dim, "BLOCK_SPLITS": 8}, 2, 1,
+                               {"HEAD_DIM": head_dim, "BLOCK_SPLITS": 8}, 2,
                                label=f"{dtype} d={head_dim} reduce",
                                divisible_by_16=("part_acc_ptr", "part_max_ptr", "part_sum_ptr",
                                                 "out_ptr", "stride_os", "stride_oh")))
