@@ -296,35 +296,58 @@ DECLARED = [("softmax", "softmax", "bf16 n=4096"), ("rmsnorm", "rmsnorm", "bf16 
             ("kv_cache_write", "kv_cache", "bf16 heads=8 d=128")]
 
 
-@pytest.mark.parametrize("arch", ["sm_90a", "gfx942"])
-@pytest.mark.parametrize("name,module,label", DECLARED)
-def test_a_bench_launch_compiles_as_its_declared_variant(monkeypatch, name, module, label, arch):
-    """Captured from the case's launcher at its bench spec's row length, the launch builds the
-    same kernel as the declared variant the compile matrix cross-compiles for it, on a 32-wide
-    NVIDIA and a 64-wide AMD arch."""
-    import dataclasses
+BOTH_WIDTHS = ("sm_90a", "gfx942")   # a 32-wide NVIDIA and a 64-wide AMD arch
+
+
+def _capture_as_on(name: str, module: str, arch: str):
+    """The case's bench launch, captured as its launcher makes it on `arch`, at 1023 rows (or
+    tokens): the row count is the one integer the declared variants leave general."""
     import importlib
-    warp = ARCHS[arch].warp_size   # capture as on the arch: launchers pick warps by its width
     launcher = importlib.import_module(f"portcheck.kernels.{module}")
-    monkeypatch.setattr(launcher, "warp_size", lambda: warp)
-    if hasattr(launcher, "_active_backend"):   # kv_cache sizes its tiles per backend
-        monkeypatch.setattr(launcher, "_active_backend", lambda: ARCHS[arch].backend)
-    case = cases.get(name)
-    spec = dict(case.bench[0])
-    # 1023 rows (tokens): the row count is the one integer the declared variants leave general
-    spec["tokens" if "tokens" in spec else "rows"] = 1023
-    if name == "bias_gelu_dropout":   # the declared launch takes a 64-bit Philox seed and offset
-        spec.update(rng_seed=2**40 + 3, offset=2**40)
-    captured = capture_case(case, [spec])
-    assert len(captured) == 1
-    undeclared = dataclasses.replace(case, name=f"{name}_captured", variants=None)
-    declared = [v for v in case.variants(ARCHS[arch]) if v.label == label]
-    assert len(declared) == 1 and declared[0].constexprs == captured[0].constexprs
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(launcher, "warp_size", lambda: ARCHS[arch].warp_size)
+        if hasattr(launcher, "_active_backend"):   # kv_cache sizes its tiles per backend
+            mp.setattr(launcher, "_active_backend", lambda: ARCHS[arch].backend)
+        case = cases.get(name)
+        spec = dict(case.bench[0])
+        spec["tokens" if "tokens" in spec else "rows"] = 1023
+        if name == "bias_gelu_dropout":   # the declared launch takes a 64-bit seed and offset
+            spec.update(rng_seed=2**40 + 3, offset=2**40)
+        return capture_case(case, [spec])
+
+
+@pytest.fixture(scope="module")
+def launched_and_declared():
+    """(name, arch) -> (captured, declared, compile of captured, compile of declared), all
+    compiled in one pool."""
+    import dataclasses
+    pairs, tasks = {}, []
+    for name, module, label in DECLARED:
+        case = cases.get(name)
+        for arch in BOTH_WIDTHS:
+            captured = _capture_as_on(name, module, arch)
+            declared = [v for v in case.variants(ARCHS[arch]) if v.label == label]
+            pairs[name, arch] = (captured, declared)
+            if len(captured) == len(declared) == 1:
+                undeclared = dataclasses.replace(case, name=f"{name}_captured", variants=None)
+                tasks += plan([undeclared], [arch], {f"{name}_captured": captured})
+                tasks.append(variant_task(declared[0], arch, case=name))
+    done = iter(compile_tasks(tasks, CompileSettings(jobs=2)))
+    return {key: (c, d, *((next(done), next(done)) if len(c) == len(d) == 1 else (None, None)))
+            for key, (c, d) in pairs.items()}
+
+
+@pytest.mark.parametrize("arch", BOTH_WIDTHS)
+@pytest.mark.parametrize("name,module,label", DECLARED)
+def test_a_bench_launch_compiles_as_its_declared_variant(launched_and_declared, name, module,
+                                                         label, arch):
+    """Captured from the case's launcher at its bench spec's row length, the launch builds the
+    same kernel as the declared variant the compile matrix cross-compiles for it."""
+    captured, declared, a, b = launched_and_declared[name, arch]
+    assert len(captured) == 1 and len(declared) == 1, (captured, declared)
+    assert declared[0].constexprs == captured[0].constexprs
     assert declared[0].num_warps == captured[0].num_warps
-    tasks = plan([undeclared], [arch], {f"{name}_captured": captured})
-    tasks.append(variant_task(declared[0], arch, case=name))
-    a, b = compile_tasks(tasks, CompileSettings(jobs=2))
-    assert a.verdict == b.verdict == "pass"
+    assert a.verdict == b.verdict == "pass", (a.message, b.message)
     for key in ("registers", "shared", "num_warps", "code_bytes", "async_copy_sizes"):
         assert a.metrics.get(key) == b.metrics.get(key), key
 
