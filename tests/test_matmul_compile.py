@@ -82,3 +82,35 @@ def test_tf32_operands_compile_to_16_byte_copies_only_k_major():
             assert set(sizes) == {"16"} and "narrow-async-copy" not in rules, (r.arch, sizes)
         else:
             assert sizes.get("4", 0) > sizes.get("16", 0) and "narrow-async-copy" in rules, (r.arch, sizes)
+
+
+def test_autotuned_launches_compile_as_the_declared_variants(monkeypatch):
+    """Captured through the autotuner (every config is recorded) as the launcher makes it on
+    sm_90a (fp32: B made K-major) and gfx942 (bf16, AMD options), the first configuration builds
+    the same kernel as the declared variant of that configuration."""
+    import dataclasses
+
+    from portcheck.capture import capture_case
+    from portcheck.targets.compile import plan
+    case = cases.get("matmul")
+    tasks = []
+    for arch, dtype in (("sm_90a", "fp32"), ("gfx942", "bf16")):
+        monkeypatch.setattr(mm, "current_arch", lambda arch=arch: arch)
+        mm._autotuned.cache_clear()
+        spec = next(s for s in case.bench if s["dtype"] == dtype and s["m"] == s["n"] == 4096)
+        captured = capture_case(case, [spec])
+        first = captured[0]
+        tile = {k: first.constexprs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+        declared = [v for v in case.variants(ARCHS[arch]) if v.label.startswith(dtype + " ")
+                    and "bias" not in v.label and tile.items() <= v.constexprs.items()
+                    and (v.num_warps, v.num_stages) == (first.num_warps, first.num_stages)]
+        assert len(declared) == 1, (arch, tile, [v.label for v in declared])
+        undeclared = dataclasses.replace(case, name=f"matmul_{arch}", variants=None)
+        tasks += plan([undeclared], [arch], {f"matmul_{arch}": [first]})
+        tasks.append(variant_task(declared[0], arch, "matmul"))
+    mm._autotuned.cache_clear()
+    done = compile_tasks(tasks, CompileSettings(jobs=2, timeout=600))
+    for a, b in zip(done[::2], done[1::2]):
+        assert a.verdict == b.verdict == "pass", (a.message, b.message)
+        for key in ("registers", "shared", "num_warps", "code_bytes", "async_copy_sizes"):
+            assert a.metrics.get(key) == b.metrics.get(key), (a.arch, key)
