@@ -293,7 +293,8 @@ DECLARED = [("softmax", "softmax", "bf16 n=4096"), ("rmsnorm", "rmsnorm", "bf16 
             ("quant_int8_per_token", "quant", "bf16 n=8192"), ("dequant_int8", "quant", "bf16 per-token"),
             ("rope", "rope", "bf16 head=128 rot=128 neox"),
             ("bias_gelu_dropout", "bias_gelu_dropout", "bf16 n=4096"),
-            ("kv_cache_write", "kv_cache", "bf16 heads=8 d=128")]
+            ("kv_cache_write", "kv_cache", "bf16 heads=8 d=128"),
+            ("moe_topk_softmax", "moe_routing", "bf16 E=256 k=8 renorm")]
 
 
 BOTH_WIDTHS = ("sm_90a", "gfx942")   # a 32-wide NVIDIA and a 64-wide AMD arch

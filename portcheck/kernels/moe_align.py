@@ -22,7 +22,7 @@ import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, register
+from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..oracles.moe import align_block_size as align_ref
 from ..tolerance import exact
 from ._launch import num_warps_for, warp_size
@@ -291,7 +291,6 @@ def _baselines(args):
 
 
 def _variants(arch) -> list[Variant]:
-    ptrs = ("ids_ptr", "counts_ptr", "offsets_ptr", "sorted_ptr", "expert_ids_ptr", "n_post_ptr")
     out = []
     for dtype, tname in (("int32", "*i32"), ("int64", "*i64")):
         for e in (8, 64, 256, 1024):
@@ -299,11 +298,12 @@ def _variants(arch) -> list[Variant]:
             sig = {"ids_ptr": tname, "counts_ptr": "*i32", "numel": "i32", "n_experts": "i32"}
             out.append(Variant(moe_count_kernel, sig, {"CHUNK": CHUNK, "BLOCK_E": block_e},
                                num_warps_for(max(CHUNK, block_e), arch.warp_size),
-                               label=f"count {dtype} E={e}", divisible_by_16=ptrs[:2]))
+                               label=f"count {dtype} E={e}",
+                               divisible_by_16=launch_divisibility(sig, n_experts=e)))
         sig = {"ids_ptr": tname, "offsets_ptr": "*i32", "sorted_ptr": "*i32", "numel": "i32",
                "n_experts": "i32"}
         out.append(Variant(moe_place_kernel, sig, {"CHUNK": CHUNK}, num_warps_for(CHUNK * CHUNK, arch.warp_size),
-                           label=f"place {dtype}", divisible_by_16=ptrs[:1] + ptrs[2:4]))
+                           label=f"place {dtype}", divisible_by_16=launch_divisibility(sig)))
     for e in (8, 64, 256, 1024):
         for bm in (16, 128):
             cfg = _offsets_config(e, bm, arch.warp_size)
@@ -312,7 +312,8 @@ def _variants(arch) -> list[Variant]:
                    "max_padded": "i32", "n_blocks": "i32", "sentinel": "i32"}
             consts = {"BLOCK_M": bm, **{k: cfg[k] for k in ("BLOCK_E", "TILE_C", "TILE_E", "TILE_P")}}
             out.append(Variant(moe_offsets_kernel, sig, consts, cfg["num_warps"],
-                               label=f"offsets E={e} block_m={bm}", divisible_by_16=ptrs[1:2] + ptrs[3:]))
+                               label=f"offsets E={e} block_m={bm}",
+                               divisible_by_16=launch_divisibility(sig, n_experts=e)))
     return out
 
 

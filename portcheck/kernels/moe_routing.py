@@ -15,7 +15,7 @@ import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, register
+from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..oracles.moe import topk_softmax as topk_softmax_ref
 from ..tolerance import Tolerance, exact, fmt
 from ._launch import check_2d, num_warps_for, warp_size
@@ -216,7 +216,8 @@ def _variants(arch) -> list[Variant]:
                       "BLOCK_K": cfg["BLOCK_K"]}
             out.append(Variant(topk_softmax_kernel, sig, consts, cfg["num_warps"],
                                label=f"{dtype} E={e} k={k}{' renorm' if renorm else ''}",
-                               divisible_by_16=("logits_ptr", "weights_ptr", "ids_ptr", "stride_l")))
+                               divisible_by_16=launch_divisibility(
+                                   sig, n_experts=e, top_k=k, stride_l=e, stride_w=k, stride_i=k)))
     return out
 
 
