@@ -114,3 +114,16 @@ def test_autotuned_launches_compile_as_the_declared_variants(monkeypatch):
         assert a.verdict == b.verdict == "pass", (a.message, b.message)
         for key in ("registers", "shared", "num_warps", "code_bytes", "async_copy_sizes"):
             assert a.metrics.get(key) == b.metrics.get(key), (a.arch, key)
+
+
+def test_int8_tiles_on_sm80_and_sm89_do_not_spill():
+    """A 64x64 int32 warp tile needs more than 255 registers with mma.sync on sm_80 / sm_89
+    (568-696 B of stack a thread, cross-compiled); their int8 configurations keep warp tiles of
+    64x32 or less, and none of their variants spills."""
+    case = cases.get("matmul_int8")
+    chosen = [(arch, v) for arch in ("sm_80", "sm_89") for v in case.variants(ARCHS[arch])
+              if "bias" not in v.label]
+    tasks = [variant_task(v, arch, "matmul_int8", "matmul", "int8") for arch, v in chosen]
+    for (arch, v), r in zip(chosen, compile_tasks(tasks, CompileSettings(jobs=2, timeout=600))):
+        assert r.verdict == "pass", r.message
+        assert r.metrics.get("stack_bytes") == 0 and r.metrics.get("local_bytes") == 0, (arch, v.label)
