@@ -307,7 +307,7 @@ def _variants(approximate: str):
                               "PACKED": pack, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"]}
                     # as launched with aligned rows, a 64-bit Philox seed and an offset that is a
                     # multiple of 16 (the per-element draw's is not one of 4); small seeds and
-                    # offsets, like the bench's, compile an i32 variant of the same code
+                    # offsets, like the bench's, are passed as i32 and compile another variant
                     divisible = launch_divisibility(sig, n_cols=n, x_stride=n,
                                                     offset=0 if pack or not dropout else 3)
                     out.append(Variant(bias_gelu_dropout_kernel, sig, consts, cfg["num_warps"],
