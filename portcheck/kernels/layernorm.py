@@ -31,6 +31,7 @@ LOOP_PER_THREAD = 8        # chunk elements per thread: 8192 -> 32 warps (NVIDIA
 # second read. Measured there (reports/examples/sweeps-h200/launch_long_rows.json): 1, 2 and 4
 # per SM within 1% of each other; layernorm: 0.590 against 0.569 with one row per program.
 PROGRAMS_PER_SM = 1
+LONG_BENCH_ROWS = 4096     # rows of the long-row bench; its variants declare them
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 EPSILONS = (1e-5, 1e-6, 1e-12)
 
@@ -298,11 +299,12 @@ def _variants(long_rows: bool):
                            "rstd_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "x_stride": "i32",
                            "y_stride": "i32", "eps": "fp32"}
                     consts = {"HAS_W": has_w, "HAS_B": has_b, "BLOCK": cfg["BLOCK"]}
-                    divisible = launch_divisibility(sig, n_cols=n, x_stride=n, y_stride=n)
+                    sizes = {"n_cols": n, "x_stride": n, "y_stride": n}
                     if cfg["kernel"] is layernorm_rows_kernel:
                         consts["ROWS"] = cfg["ROWS"]
-                    else:   # as the bench launches it: aligned rows, loads vectorize
-                        divisible = tuple(k for k in sig if k != "eps")
+                    else:   # the persistent kernel as the bench launches it, its rows too
+                        sizes["n_rows"] = LONG_BENCH_ROWS
+                    divisible = launch_divisibility(sig, **sizes)
                     label = f"{dtype} n={n}" + ("" if has_w else " no affine")
                     out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=label,
                                        divisible_by_16=divisible))
@@ -315,7 +317,7 @@ for _long in (False, True):
         name="layernorm_long" if _long else "layernorm", family="layernorm", dtypes=tuple(DTYPES),
         inputs=_inputs(_long), make=_make(_long), outputs=_outputs, launch=_launch,
         oracle=_oracle, tolerance=_tolerance, cost=_cost,
-        bench=({"dtype": "bf16", "rows": 4096, "cols": 131072, "regime": "normal",
+        bench=({"dtype": "bf16", "rows": LONG_BENCH_ROWS, "cols": 131072, "regime": "normal",
                 "layout": "contiguous", "weight": True, "bias": True, "eps": 1e-5, "seed": 0},) if _long else
               ({"dtype": "bf16", "rows": 32768, "cols": 4096, "regime": "normal",
                 "layout": "contiguous", "weight": True, "bias": True, "eps": 1e-5, "seed": 0},),

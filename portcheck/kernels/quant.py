@@ -649,11 +649,12 @@ def _per_tensor_variants(arch) -> list[Variant]:
     out_dtype = fp8_for(arch.backend, arch.triton_arch)
     qt = _sig_type(out_dtype)
     out = []
+    bench = _bench_rows()   # the tiles and the divisibility of the bench's launch
+    n = bench["cols"]
     for dtype in IN_DTYPES:
         xt = _sig_type(dtype)
-        cfg = tile_config(16384, 8192, arch.warp_size)
+        cfg = tile_config(bench["rows"], n, arch.warp_size)
         tiles = {"ROWS": cfg["ROWS"], "BLOCK": cfg["BLOCK"]}
-        n = 8192    # the bench's row length, as for the tile configuration
         sig = {"x_ptr": xt, "amax_bits_ptr": "*i32", "n_rows": "i32", "n_cols": "i32",
                "x_stride": "i32"}
         out.append(Variant(amax_kernel, sig, tiles, cfg["num_warps"], label=f"{dtype} amax",
@@ -773,7 +774,9 @@ def _dequant_baselines(args):
 def _dequant_variants(codes: str):
     def variants(arch) -> list[Variant]:
         q_dtype = torch.int8 if codes == "int8" else fp8_for(arch.backend, arch.triton_arch)
-        cfg = tile_config(16384, 8192, arch.warp_size)
+        bench = _bench_rows()   # the tiles and the divisibility of the bench's launch
+        n = bench["cols"]
+        cfg = tile_config(bench["rows"], n, arch.warp_size)
         out = []
         for dtype in IN_DTYPES:
             sig = {"q_ptr": _sig_type(q_dtype), "s_ptr": "*fp32", "o_ptr": _sig_type(dtype),
@@ -782,8 +785,8 @@ def _dequant_variants(codes: str):
                 out.append(Variant(dequant_kernel, sig,
                                    {"PER_TOKEN": per_token, "ROWS": cfg["ROWS"], "BLOCK": cfg["BLOCK"]},
                                    cfg["num_warps"], label=f"{dtype} per-{'token' if per_token else 'tensor'}",
-                                   divisible_by_16=launch_divisibility(sig, n_cols=8192,
-                                                                       q_stride=8192, o_stride=8192)))
+                                   divisible_by_16=launch_divisibility(sig, n_cols=n, q_stride=n,
+                                                                       o_stride=n)))
         return bench_first(out, "bf16 per-token")
     return variants
 

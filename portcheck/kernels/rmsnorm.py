@@ -29,6 +29,7 @@ LOOP_PER_THREAD = 8        # chunk elements per thread: 8192 -> 32 warps (NVIDIA
 # second read. Measured there (reports/examples/sweeps-h200/launch_long_rows.json): 1, 2 and 4
 # per SM within 1% of each other; rmsnorm: 0.694 against 0.663 with one row per program.
 PROGRAMS_PER_SM = 1
+LONG_BENCH_ROWS = 4096     # rows of the long-row bench; its variants declare them
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 EPSILONS = (1e-5, 1e-6, 1e-12)
 REGIMES = ("normal", "large", "tiny", "equal")   # inf/NaN: not a checked input of a normalisation
@@ -238,11 +239,12 @@ def _variants(long_rows: bool):
                     sig = {"x_ptr": t, "w_ptr": t, "y_ptr": t, "rstd_ptr": "*fp32", "n_rows": "i32",
                            "n_cols": "i32", "x_stride": "i32", "y_stride": "i32", "eps": "fp32"}
                     consts = {"HAS_W": has_w, "BLOCK": cfg["BLOCK"]}
-                    divisible = launch_divisibility(sig, n_cols=n, x_stride=n, y_stride=n)
+                    sizes = {"n_cols": n, "x_stride": n, "y_stride": n}
                     if cfg["kernel"] is rmsnorm_rows_kernel:
                         consts["ROWS"] = cfg["ROWS"]
-                    else:   # as the bench launches it: aligned rows, loads vectorize
-                        divisible = tuple(k for k in sig if k != "eps")
+                    else:   # the persistent kernel as the bench launches it, its rows too
+                        sizes["n_rows"] = LONG_BENCH_ROWS
+                    divisible = launch_divisibility(sig, **sizes)
                     label = f"{dtype} n={n}" + ("" if has_w else " no weight")
                     out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=label,
                                        divisible_by_16=divisible))
@@ -255,7 +257,7 @@ for _long in (False, True):
         name="rmsnorm_long" if _long else "rmsnorm", family="rmsnorm", dtypes=tuple(DTYPES),
         inputs=_inputs(_long), make=_make(_long), outputs=_outputs, launch=_launch,
         oracle=_oracle, tolerance=_tolerance, cost=_cost,
-        bench=({"dtype": "bf16", "rows": 4096, "cols": 131072, "regime": "normal",
+        bench=({"dtype": "bf16", "rows": LONG_BENCH_ROWS, "cols": 131072, "regime": "normal",
                 "layout": "contiguous", "weight": True, "eps": 1e-6, "seed": 0},) if _long else
               ({"dtype": "bf16", "rows": 32768, "cols": 4096, "regime": "normal",
                 "layout": "contiguous", "weight": True, "eps": 1e-6, "seed": 0},),

@@ -357,6 +357,8 @@ def _baselines(args):
 
 def _variants(arch) -> list[Variant]:
     out = []
+    bench = _bench()
+    qh, kh = bench["q_heads"], bench["kv_heads"]
     for dtype in DTYPES:
         t = "*" + fmt(dtype).triton_name
         for head, rot, neox, copy in ((128, 128, True, False), (128, 128, False, False),
@@ -369,9 +371,8 @@ def _variants(arch) -> list[Variant]:
                                           "COPY_TAIL")}
             consts.update(NEOX=neox, HAS_KEY=True)
             label = f"{dtype} head={head} rot={rot} {'neox' if neox else 'gptj'}{' out-of-place' if copy else ''}"
-            # strides of the bench's contiguous [tokens, heads, head] tensors, 32 query and 8 key
-            # heads, as the JIT specializes them (the token count varies)
-            qh, kh = 32, 8
+            # strides of the bench's contiguous [tokens, heads, head] tensors, as the JIT
+            # specializes them (the token count varies)
             divisible = launch_divisibility(
                 sig, n_qh=qh, n_kh=kh, q_ts=qh * head, q_hs=head, k_ts=kh * head, k_hs=head,
                 qo_ts=qh * head, qo_hs=head, ko_ts=kh * head, ko_hs=head, cache_stride=rot)

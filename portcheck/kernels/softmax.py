@@ -28,6 +28,7 @@ LOOP_PER_THREAD = 8        # chunk elements per thread: 8192 -> 32 warps (NVIDIA
 # per SM within 1% of each other; softmax: 0.639 against 0.642 with one row per program, so L2
 # reuse is not what limits it.
 PROGRAMS_PER_SM = 1
+LONG_BENCH_ROWS = 4096     # rows of the long-row bench; its variants declare them
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -222,14 +223,14 @@ def _variants(long_rows: bool):
                 # both kernels take n_rows: the short-row grid to mask, the persistent grid to stride
                 sig = {"x_ptr": t, "y_ptr": t, "n_rows": "i32", "n_cols": "i32", "x_stride": "i32",
                        "y_stride": "i32"}
+                sizes = {"n_cols": n, "x_stride": n, "y_stride": n}
                 if cfg["kernel"] is softmax_rows_kernel:
                     consts = {"ROWS": cfg["ROWS"], "BLOCK": cfg["BLOCK"]}
-                    divisible = launch_divisibility(sig, n_cols=n, x_stride=n, y_stride=n)
-                else:
+                else:   # the persistent kernel as the bench launches it, its rows too
                     consts = {"BLOCK": cfg["BLOCK"]}
-                    divisible = tuple(sig)   # as the bench launches it: aligned rows, loads vectorize
+                    sizes["n_rows"] = LONG_BENCH_ROWS
                 out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=f"{dtype} n={n}",
-                                   divisible_by_16=divisible))
+                                   divisible_by_16=launch_divisibility(sig, **sizes)))
         return out
     return variants
 
@@ -239,7 +240,7 @@ for _long in (False, True):
         name="softmax_long" if _long else "softmax", family="softmax", dtypes=tuple(DTYPES),
         inputs=_inputs(_long), make=_make(_long), outputs=_outputs, launch=_launch,
         oracle=_oracle, tolerance=_tolerance, cost=_cost,
-        bench=({"dtype": "bf16", "rows": 4096, "cols": 131072, "regime": "normal",
+        bench=({"dtype": "bf16", "rows": LONG_BENCH_ROWS, "cols": 131072, "regime": "normal",
                 "layout": "contiguous", "seed": 0},) if _long else
               ({"dtype": "bf16", "rows": 32768, "cols": 4096, "regime": "normal",
                 "layout": "contiguous", "seed": 0},),
