@@ -38,7 +38,7 @@ class Matrix:
     time: bool = True                                     # time each case on a GPU target
     timeout: float = 900.0                                # seconds one case x dtype may run
     bench: BenchSettings = field(default_factory=BenchSettings)
-    compile: object = None    # [compile]: portcheck.targets.compile.CompileSettings; None: defaults
+    compile: object = None    # [compile]: portcheck.compile.compiler.CompileSettings; None: defaults
 
 
 def _line_of(text: str, key: str) -> int:
@@ -116,10 +116,10 @@ def load(path: str | Path) -> Matrix:
 
 
 def _compile_settings(table, bad):
-    """Validate [compile] (archs, timeout, jobs, lints; see portcheck.targets.compile)."""
+    """Validate [compile] (archs, timeout, jobs, lints; see portcheck.compile.compiler)."""
     if not isinstance(table, dict):
         raise bad("compile", "must be a table")
-    from .targets.compile import CompileSettings
+    from .compile.compiler import CompileSettings
     return CompileSettings.from_table(table, bad)
 
 

@@ -6,7 +6,7 @@
 
 With pytest-xdist (-n N) on a GPU target every worker owns one GPU (portcheck/pinning.py);
 `--bench` times each case's bench specs (tests that take `portcheck_bench_spec`, see
-tests/test_bench_kernels.py) and writes bench.md next to the results.
+tests/kernels/test_bench_kernels.py) and writes bench.md next to the results.
 
 Any test that takes the `portcheck_case` argument is run once per registered case x dtype;
 `from portcheck.testing import test_portcheck_case` in a test module is all a repository needs.
@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from .bench_schedule import UnitClock
+from .speed.schedule import UnitClock
 from .errors import UsageError
 from .matrix import PROFILES, Matrix
-from .targets.archs import ARCHS
+from .facts.archs import ARCHS
 from .targets.runtime import INTERPRETER_ARCH, RUNTIME_TARGETS, resolve, select_mode
 
 TARGET_CHOICES = (*RUNTIME_TARGETS, "auto", "compile")
@@ -193,10 +193,10 @@ def dist_given(config) -> bool:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Benchmarks over GPUs go out by unit, longest first, unless --dist says otherwise
-    (portcheck/bench_schedule.py)."""
+    (portcheck/speed/schedule.py)."""
     if not config.getoption("--bench") or dist_given(config):
         return None
-    from .bench_schedule import make_scheduler
+    from .speed.schedule import make_scheduler
     return make_scheduler(config, log)
 
 
@@ -225,8 +225,8 @@ def _parametrize_bench(metafunc) -> None:
             None, id="needs-bench", marks=pytest.mark.skip(reason="benchmarks run with --bench on a GPU target"))])
         return
     from . import cases
-    from .bench_schedule import CACHE_KEY, longest_first, param_id
-    from .benchrun import plan, spec_label
+    from .speed.schedule import CACHE_KEY, longest_first, param_id
+    from .speed.runner import plan, spec_label
     state = metafunc.config._portcheck
     chosen = cases.select(state.matrix.kernels or None)
     work = plan(chosen, state.matrix.bench, state.matrix.dtypes or None)
@@ -245,7 +245,7 @@ def portcheck_bench(request):
         arch = TARGETS[state.target].arch()
         if arch not in state.archs:
             pytest.skip(f"this machine's arch {arch} is not in --arch={','.join(state.archs)}")
-    from .benchrun import BenchRunner
+    from .speed.runner import BenchRunner
     return BenchRunner(state.target, state.matrix.bench,
                        results_path=state.report_dir / "results.jsonl" if state.report_dir else None,
                        command=shlex.join(["pytest", *sys.argv[1:]]), overrides=state.overrides)
@@ -267,8 +267,8 @@ def portcheck_session(request):
 
 def _write_bench_report(report_dir, records) -> None:
     if any(r.get("kind") == "bench" for r in records):
-        from .bench_report import bench_matrix
-        from .report import atomic_write
+        from .speed.report import bench_matrix
+        from .reports.markdown import atomic_write
         atomic_write(report_dir / "bench.md", f"# pytest --bench\n\n{bench_matrix(records)}")
 
 
@@ -298,13 +298,13 @@ def pytest_sessionfinish(session, exitstatus):
         return
     path = state.report_dir / "results.jsonl"
     if path.exists():
-        from .report import atomic_write, markdown
+        from .reports.markdown import atomic_write, markdown
         from .results import read
         records = read(path)
         atomic_write(state.report_dir / "matrix.md", markdown(records, f"pytest --target={state.target}"))
         compiled = [r for r in records if r.get("kind") == "compile"]
         if compiled:
-            from .compile_report import compile_matrix
+            from .compile.report import compile_matrix
             atomic_write(state.report_dir / "compile.md",
                          f"# pytest --target={state.target}: compile matrix\n\n" + compile_matrix(compiled))
         _write_bench_report(state.report_dir, records)
@@ -314,7 +314,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 def compile_archs(state) -> tuple[list[str], str]:
     """The archs this run cross-compiles for, and a plain sentence saying why (none: [], "")."""
-    from .targets.archs import DEFAULT_ARCHS
+    from .facts.archs import DEFAULT_ARCHS
     from .targets.runtime import TARGETS
     if state._compile_archs is not None:
         return state._compile_archs
@@ -342,8 +342,8 @@ def _compile_plan(state, patterns):
     if key not in state._compile_plans:
         from dataclasses import replace
         from . import cases
-        from .capture import for_cases
-        from .targets.compile import CompileSettings, plan
+        from .compile.capture import for_cases
+        from .compile.compiler import CompileSettings, plan
         settings = getattr(state.matrix, "compile", None) or CompileSettings()
         archs = compile_archs(state)[0]
         chosen = cases.select(list(patterns) if patterns else (state.matrix.kernels or None))
@@ -382,8 +382,8 @@ def portcheck_compile_records(request, tmp_path_factory):
     """task key -> Result for the compile items this session runs. The tasks are compiled once,
     in worker processes, in a background thread; under pytest-xdist the workers share the task
     list (each task claimed by one of them) and read each other's records."""
-    from .targets.compile import compile_tasks
-    from .targets.compile_pool import SharedRecords
+    from .compile.compiler import compile_tasks
+    from .compile.pool import SharedRecords
     config = request.config
     state = config._portcheck
     keys = []

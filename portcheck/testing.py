@@ -1,10 +1,10 @@
 """The test a repository imports to check every registered case on the chosen target:
 
-    from portcheck.testing import test_portcheck_case  # noqa: F401
+    from .testing import test_portcheck_case  # noqa: F401
 
 and, for the cross-compilation matrix (every case x compile variant x arch, no GPU needed):
 
-    from portcheck.testing import test_portcheck_compile  # noqa: F401
+    from .testing import test_portcheck_compile  # noqa: F401
 """
 import warnings
 

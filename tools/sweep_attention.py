@@ -5,7 +5,7 @@
 For each bench spec chosen, it times the kernel with the active table's configuration, each SDPA
 backend torch offers, and the other configurations worth trying on this arch (tile sizes, warps,
 stages, with and without TMA descriptors), each as the median of 30 repeats with L2 rotated
-(portcheck.bench). The table in portcheck/kernels/attention.py is set by hand from its output,
+(portcheck.speed.timing). The table in portcheck/kernels/attention.py is set by hand from its output,
 citing the figures. Speed claims themselves come from `portcheck bench`, not from here.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import replace
 import torch
 
 from portcheck import cases
-from portcheck.bench import time_callables
+from portcheck.speed.timing import time_callables
 
 CANDIDATES = ((128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 3), (128, 64, 4, 3), (64, 128, 4, 3),
               (128, 64, 4, 4))

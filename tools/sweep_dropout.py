@@ -15,8 +15,8 @@ import sys
 import torch
 
 from portcheck import cases
-from portcheck.bench import time_callables
-from portcheck.ceilings import measure_copy
+from portcheck.speed.timing import time_callables
+from portcheck.speed.ceilings import measure_copy
 from portcheck.kernels.bias_gelu_dropout import bias_gelu_dropout
 
 TILES = [(4, 1024, 16), (8, 1024, 16), (4, 1024, 8), (2, 1024, 8), (8, 512, 16), (16, 1024, 16)]

@@ -25,7 +25,7 @@ import triton
 import triton.testing
 
 from portcheck import cases as C
-from portcheck.ceilings import measure_copy
+from portcheck.speed.ceilings import measure_copy
 from portcheck.kernels import _launch
 
 # the module constant that sets each family's tile size

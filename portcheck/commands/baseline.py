@@ -4,9 +4,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from .. import gate, merge
+from ..reports import gate, grid as merge
 from ..errors import UsageError
-from ..report import write_all
+from ..reports.markdown import write_all
 from ._common import writable_dir
 
 NAME = "baseline"

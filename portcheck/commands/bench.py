@@ -17,8 +17,8 @@ from .. import results
 from ..errors import UsageError
 from ..matrix import Matrix, load
 from ..overrides import load as load_overrides
-from ..report import atomic_write
-from ..targets.archs import ARCHS, parse_archs
+from ..reports.markdown import atomic_write
+from ..facts.archs import ARCHS, parse_archs
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
 from ._common import check_dtypes, csv, json_spec, named_case, timestamped, writable_dir
 
@@ -68,7 +68,7 @@ def _settings(args, matrix: Matrix):
 
 
 def _plan(args, matrix: Matrix, settings):
-    from ..benchrun import plan
+    from ..speed.runner import plan
     selected = registry.select(csv(args.kernel) or matrix.kernels)
     dtypes = csv(args.dtype) or None
     check_dtypes(selected, dtypes)
@@ -125,7 +125,7 @@ def main(args) -> int:
 def _write_report(out: Path, results_path: Path) -> None:
     """bench.md from what results.jsonl holds now (rewritten after every spec: a run cut short
     still leaves a report of what it finished)."""
-    from ..bench_report import bench_matrix
+    from ..speed.report import bench_matrix
     records = results.read(results_path) if results_path.exists() else []
     atomic_write(out / "bench.md", f"# portcheck bench\n\n{bench_matrix(records)}")
 
@@ -133,7 +133,7 @@ def _write_report(out: Path, results_path: Path) -> None:
 def _model_only(work, archs, results_path: Path, command: str) -> int:
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 
-    from ..benchrun import cost_without_device, model_records
+    from ..speed.runner import cost_without_device, model_records
     archs = archs or list(ARCHS.values())
     status = 0
     for case, spec in work:
@@ -168,7 +168,7 @@ def _line(r) -> str:
 
 def _measure(work, target: str, settings, archs, results_path: Path, command: str,
              time_limit: float | None, progress, overrides=()) -> int:
-    from ..benchrun import BenchRunner
+    from ..speed.runner import BenchRunner
     t0 = time.perf_counter()
     runner = BenchRunner(target, settings, results_path, command, model_archs=archs, overrides=overrides)
     ceil = runner.ceilings()

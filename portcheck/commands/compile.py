@@ -18,7 +18,7 @@ from .. import cases as registry
 from .. import results
 from ..errors import UsageError
 from ..matrix import Matrix, load
-from ..targets.archs import parse_archs
+from ..facts.archs import parse_archs
 from ._common import csv, timestamped, writable_dir
 
 NAME = "compile"
@@ -44,7 +44,7 @@ def add_arguments(p) -> None:
 
 def _settings(args, matrix: Matrix):
     from dataclasses import replace
-    from ..targets.compile import CompileSettings
+    from ..compile.compiler import CompileSettings
     s = matrix.compile or CompileSettings()
     if args.jobs is not None:
         if args.jobs < 1:
@@ -64,8 +64,8 @@ def _settings(args, matrix: Matrix):
 
 
 def _render(args) -> int:
-    from ..compile_report import compile_matrix
-    from ..report import atomic_write
+    from ..compile.report import compile_matrix
+    from ..reports.markdown import atomic_write
     records = []
     for src in args.sources:
         path = Path(src) / "results.jsonl" if Path(src).is_dir() else Path(src)
@@ -96,11 +96,11 @@ def main(args) -> int:
         from ..overrides import load as load_overrides
         overrides = load_overrides(matrix.overrides)
 
-    from ..capture import for_cases
-    from ..compile_report import cell, compile_matrix
-    from ..report import atomic_write
-    from ..targets.compile import compile_tasks, plan
-    from ..targets.compile_pool import Pool
+    from ..compile.capture import for_cases
+    from ..compile.report import cell, compile_matrix
+    from ..reports.markdown import atomic_write
+    from ..compile.compiler import compile_tasks, plan
+    from ..compile.pool import Pool
     started = time.perf_counter()
     with Pool(settings.jobs, settings.timeout).start() as pool:     # workers import while we plan
         need_capture = [c for c in selected if c.variants is None]

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import diff, merge
-from ..report import write_all
+from ..reports import diff, grid as merge
+from ..reports.markdown import write_all
 from ._common import writable_dir
 
 NAME = "diff"

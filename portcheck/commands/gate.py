@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import gate, merge
-from ..report import write_all
+from ..reports import gate, grid as merge
+from ..reports.markdown import write_all
 from .report import add_overrides_argument, overrides_in_force
 
 NAME = "gate"

@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import merge
-from ..bench_report import bench_matrix
+from ..reports import grid as merge
+from ..speed.report import bench_matrix
 from ..overrides import load as load_overrides
-from ..report import render as render_markdown
-from ..report import write_all
-from ..report_html import render as render_html
+from ..reports.markdown import render as render_markdown
+from ..reports.markdown import write_all
+from ..reports.html import render as render_html
 from ._common import timestamped, writable_dir
 
 NAME = "report"

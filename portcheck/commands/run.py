@@ -20,7 +20,7 @@ from .. import results
 from ..errors import UsageError
 from ..matrix import PROFILES, Matrix, load
 from ..overrides import load as load_overrides
-from ..report import atomic_write, markdown
+from ..reports.markdown import atomic_write, markdown
 from ..supervise import EXIT_CONTEXT_LOST, announce, inflight_path, supervise
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
 from ._common import check_dtypes, csv, json_spec, named_case, timestamped, writable_dir

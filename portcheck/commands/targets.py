@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..targets.archs import ARCHS
+from ..facts.archs import ARCHS
 from ..targets.runtime import TARGETS
 
 NAME = "targets"
@@ -29,5 +29,5 @@ def main(args) -> int:
                                    "smem/LDS per block", "native fp8", "fp32 dot default",
                                    "dot precisions", "matrix unit", "peak GB/s", "bf16 TFLOP/s"],
                    tablefmt="github"))
-    print("\nPeak figures are datasheet leads for the example part (sources in portcheck/targets/archs.py).")
+    print("\nPeak figures are datasheet leads for the example part (sources in portcheck/facts/archs.py).")
     return 0

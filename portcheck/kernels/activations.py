@@ -201,7 +201,7 @@ def _cost(args):
 def _baselines(args):
     """torch eager (vLLM's forward_native), and the peers where they import: Liger takes the
     gate and up halves as two contiguous tensors (made outside the timed call), FlagGems views."""
-    from .. import peers
+    from ..speed import peers
     x, activation = args["x"], args["activation"]
     d = x.shape[1] // 2
     a, b = x[:, :d], x[:, d:]

@@ -634,7 +634,7 @@ def descriptor_variants(arch, causal: bool) -> list[Variant]:
     """The tensor-descriptor (TMA) launches of an arch whose table picks them (sm_90a, sm_100a).
 
     Kept apart from the case's variants: portcheck compile declares stand-in arguments from a
-    signature and has none for tensordesc<...> yet; tests/test_attention_kv.py builds these.
+    signature and has none for tensordesc<...> yet; tests/kernels/test_attention_kv.py builds these.
     """
     family = arch_family(arch.backend, arch.triton_arch)
     out = []

@@ -277,7 +277,7 @@ def _cost(args):
 def _baselines(args):
     import torch.nn.functional as F
 
-    from .. import peers
+    from ..speed import peers
     x, b, p, approximate = args["x"], args["bias"], args["p"], args["approximate"]
 
     def biased():

@@ -64,8 +64,8 @@ MBARRIER_BYTES = 64        # room for the pipeline's mbarriers next to the tiles
 
 
 # ---- what each arch does, decided from the arch name ----------------------------------------
-# A kernel module may not import portcheck.targets; tests/test_matmul_archs.py checks that these
-# decisions agree with the arch table (portcheck/targets/archs.py) for every arch it lists.
+# A kernel module may not import portcheck.targets; tests/kernels/test_matmul_archs.py checks that these
+# decisions agree with the arch table (portcheck/facts/archs.py) for every arch it lists.
 
 def arch_name(backend: str, arch) -> str:
     """Triton's GPUTarget (backend, arch) -> the arch table's name: sm_90a, gfx942, ..."""
@@ -224,7 +224,7 @@ def shared_bytes(cfg: Config, in_bytes: int, arch: str) -> int:
     """Shared memory / LDS the A and B tile buffers take, as the compiler allocates them:
     wgmma and tcgen05 (sm_90, sm_100, with a warpgroup's 64 rows or more) keep num_stages buffers
     and a few mbarriers; the cp.async pipeline of mma.sync and AMD's stream pipeliner keep
-    num_stages - 1 (tests/test_matmul_compile.py checks this against cross-compiled
+    num_stages - 1 (tests/kernels/test_matmul_compile.py checks this against cross-compiled
     metadata.shared)."""
     tile = (cfg.block_m + cfg.block_n) * cfg.block_k * in_bytes
     if (arch.startswith("sm_") and _cuda_cc(arch) // 10 in (9, 10) and cfg.block_m >= 64
@@ -819,7 +819,7 @@ def _baselines(args):
         if args["precision"] == "tf32":
             # torch's default fp32 matmul is exact ieee; the library at the kernel's own precision
             # is the like-for-like baseline
-            from ..ceilings import fp32_matmul
+            from ..speed.ceilings import fp32_matmul
             plain = found["torch"]
 
             def tf32():

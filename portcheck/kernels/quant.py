@@ -522,7 +522,7 @@ def _torch_per_token(x: torch.Tensor, out_dtype: torch.dtype):
 def _per_token_baselines(args):
     """torch eager; for fp8, FlagGems' per_token_group_quant_fp8 with one group per row (the same
     operation: a scale per token from its amax) where it imports."""
-    from .. import peers
+    from ..speed import peers
     x, out_dtype = args["x"], args["out_dtype"]
     out = {"torch": _torch_per_token(x, out_dtype)}
     gems = peers.load("flag_gems") if out_dtype != torch.int8 else None

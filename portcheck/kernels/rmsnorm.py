@@ -205,7 +205,7 @@ def _cost(args):
 def _baselines(args):
     import torch.nn.functional as F
 
-    from .. import peers
+    from ..speed import peers
     x, w, eps = args["x"], args["weight"], args["eps"]
     n = x.shape[-1]
 

@@ -331,7 +331,7 @@ def _torch_rope(positions, query, key, head_size, cache, neox):
 def _baselines(args):
     """torch eager; FlagGems (full rotary, both layouts) and Liger (NeoX, full rotary, in place)
     where they import, with their cos/sin inputs prepared outside the timed call."""
-    from .. import peers
+    from ..speed import peers
     q, k, pos, cache, d, neox = (args["query"], args["key"], args["positions"], args["cache"],
                                  args["head_size"], args["neox"])
     out = {"torch": _torch_rope(pos, q, k, d, cache, neox)}

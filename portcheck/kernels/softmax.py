@@ -201,7 +201,7 @@ def _cost(args):
 
 def _baselines(args):
     """torch eager, and the peers' row softmax where they import (both take the last dim)."""
-    from .. import peers
+    from ..speed import peers
     x = args["x"]
     out = {"torch": lambda: torch.softmax(x, dim=-1)}
     liger = peers.load("liger_kernel.ops.softmax")

@@ -20,7 +20,7 @@ for e4m3fn that is |x| > 464 (the midpoint 464 ties to the even 448).
 NaN: OCP formats keep the input's sign (0x7f / 0xff), FNUZ formats have only 0x80. Zero: OCP
 keeps the sign of zero (and of a value that rounds to zero); FNUZ has only +0.
 
-Nothing here calls torch's float8 conversions: tests/test_fp8_oracle.py checks this module
+Nothing here calls torch's float8 conversions: tests/kernels/test_fp8_oracle.py checks this module
 against them.
 """
 from __future__ import annotations

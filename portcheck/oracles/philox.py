@@ -4,9 +4,9 @@ Philox4x32 (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 
 the Random123 library) maps a 128-bit counter and a 64-bit key through R rounds of
     (c0, c1, c2, c3) -> (hi(M1*c2) ^ c1 ^ k0, lo(M1*c2), hi(M0*c0) ^ c3 ^ k1, lo(M0*c0))
 with the key bumped by the Weyl constants (W0, W1) between rounds. Written from the paper, with
-numpy uint64 products; tests/test_philox.py checks it against Random123's known-answer vectors.
+numpy uint64 products; tests/kernels/test_philox.py checks it against Random123's known-answer vectors.
 
-How Triton draws from it (triton/language/random.py as of 3.9; tests/test_philox.py checks the
+How Triton draws from it (triton/language/random.py as of 3.9; tests/kernels/test_philox.py checks the
 running Triton's tl.rand against this bit for bit):
 - `tl.randint(seed, offset)`: counter = (lo32(offset), hi32(offset) if offset is 64-bit else 0,
   0, 0), key = (lo32(seed), hi32(seed)) after `seed.to(uint64)`; 10 rounds; returns word 0.

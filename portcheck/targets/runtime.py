@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import UsageError
-from .archs import arch_from_cuda_capability, arch_from_gcn_name
+from ..facts.archs import arch_from_cuda_capability, arch_from_gcn_name
 
 RUNTIME_TARGETS = ("cuda", "rocm", "interpreter")
 INTERPRETER_ARCH = "cpu-interpreter"

@@ -1,0 +1,46 @@
+"""Arch table and detection from the strings devices report."""
+import pytest
+
+from portcheck.errors import UsageError
+from portcheck.facts.archs import (ARCHS, arch, arch_from_cuda_capability, arch_from_gcn_name,
+                                     parse_archs)
+
+TEN = ["sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"]
+
+
+def test_the_ten_archs_are_there_with_sources():
+    assert set(TEN) <= set(ARCHS)
+    for a in ARCHS.values():
+        assert a.source and a.peak_bw_gbs > 0 and a.peak_tflops.get("bf16", 0) > 0
+        assert a.max_threads_per_block == 1024 and a.warp_size in (32, 64)
+
+
+@pytest.mark.parametrize("cc,name", [((8, 0), "sm_80"), ((8, 9), "sm_89"), ((9, 0), "sm_90a"),
+                                     ((10, 0), "sm_100a"), ((12, 0), "sm_120"), ((8, 6), "sm_86")])
+def test_cuda_capability(cc, name):
+    assert arch_from_cuda_capability(*cc) == name
+
+
+@pytest.mark.parametrize("gcn,name", [("gfx942:sramecc+:xnack-", "gfx942"), ("gfx90a:sramecc+:xnack-", "gfx90a"),
+                                      ("gfx1100", "gfx1100"), ("gfx950:sramecc+:xnack-", "gfx950")])
+def test_gcn_arch_name(gcn, name):
+    assert arch_from_gcn_name(gcn) == name
+
+
+def test_bad_gcn_name():
+    with pytest.raises(ValueError):
+        arch_from_gcn_name("NVIDIA H200")
+
+
+def test_vendor_facts_used_by_kernels():
+    assert arch("gfx942").fp8_formats() == ("fp8e4b8", "fp8e5b16")
+    assert arch("sm_90a").fp8_formats() == ("fp8e4nv", "fp8e5")
+    assert arch("sm_80").fp8_formats() is None and arch("gfx90a").fp8_formats() is None
+    assert arch("gfx942").fp32_dot_precision() == "tf32" and arch("gfx950").fp32_dot_precision() == "ieee"
+    assert arch("gfx942").shared_per_block == 64 * 1024 and arch("gfx950").shared_per_block == 160 * 1024
+
+
+def test_unknown_arch_lists_known():
+    with pytest.raises(UsageError, match="unknown arch 'gfx999'; known: sm_80"):
+        parse_archs("gfx942,gfx999")
+    assert parse_archs("all") == tuple(ARCHS)

@@ -1,0 +1,107 @@
+"""Each fault fails only its own case; the run completes, keeps every other result, and every
+failure carries a replay command. Real faults on the interpreter (tests/support/fault_cases.py)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.xdist_group("faults")   # one worker shares the module's single run
+
+
+def _env():
+    env = dict(os.environ, PORTCHECK_CASE_MODULES="tests.support.fault_cases",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def _run(out: Path, kernels: str, timeout: float):
+    cmd = [sys.executable, "-m", "portcheck", "run", "--target", "interpreter", "--kernel", kernels,
+           "--profile", "ci", "--timeout", str(timeout), "--out", str(out)]
+    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+
+
+def _records(out: Path) -> dict:
+    lines = (out / "results.jsonl").read_text().splitlines()
+    return {r["case"]: r for r in map(json.loads, lines)}
+
+
+@pytest.fixture(scope="module")
+def fault_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("faults") / "run"
+    proc = _run(out, "fault_*", timeout=8)
+    return proc, out, _records(out)
+
+
+EXPECTED = {  # case -> (verdict, words the message must contain)
+    "fault_ok": ("pass", ""),
+    "fault_nan": ("fail", "NaN/Inf placement differs"),
+    "fault_hang": ("error", "timed out after 8 s"),
+    "fault_crash": ("error", "died of SIG"),
+    "fault_compile_error": ("error", "equal ranks"),
+    "fault_oom": ("error", "allocate"),
+    "fault_resources": ("pass", ""),   # a GPU-only fault: the interpreter ignores num_warps
+    "fault_oracle_raises": ("error", "ZeroDivisionError: the oracle divided by zero"),
+    "fault_wrong_shape": ("fail", "shape (1,), expected (2,)"),
+    "fault_wrong_dtype": ("fail", "dtype torch.float32, expected torch.float64"),
+}
+
+
+def test_the_run_completes_with_a_record_per_case(fault_run):
+    proc, out, records = fault_run
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert set(records) == set(EXPECTED)
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    assert "fault_ok" in (out / "matrix.md").read_text()
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_each_fault_fails_only_its_case(fault_run, case):
+    _, _, records = fault_run
+    verdict, words = EXPECTED[case]
+    r = records[case]
+    assert r["verdict"] == verdict, r["message"]
+    assert words in r["message"]
+    if verdict != "pass":
+        assert r["reproduce"].startswith("PORTCHECK_CASE_MODULES=tests.support.fault_cases portcheck run")
+        assert f"--kernel {case}" in r["reproduce"]
+        assert r["failing_input"] is not None and "--replay" in r["reproduce"]
+
+
+def test_replay_regenerates_the_failure_bit_for_bit(fault_run, tmp_path):
+    _, _, records = fault_run
+    r = records["fault_nan"]
+    replay = r["reproduce"].split("portcheck run ", 1)[1]
+    spec = json.loads(replay.split("--replay ", 1)[1].strip("'"))
+    cmd = [sys.executable, "-m", "portcheck", "run", "--target", "interpreter", "--kernel", "fault_nan",
+           "--dtype", "fp32", "--replay", json.dumps(spec), "--out", str(tmp_path / "replay")]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    again = _records(tmp_path / "replay")["fault_nan"]
+    assert proc.returncode == 1
+    assert again["failing_input"] == spec and again["examples"] == 1
+    assert again["message"] == r["message"]
+
+
+def test_interrupt_leaves_a_valid_partial_report(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "portcheck", "run", "--target", "interpreter", "--kernel",
+           "fault_ok,fault_hang", "--profile", "ci", "--timeout", "300", "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and not (out / ".interpreter.inflight.json").exists() or \
+            not (out / "results.jsonl").exists():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(1.0)   # the hang case is now running
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+    assert "PARTIAL: interrupted" in (out / "matrix.md").read_text()
+    assert _records(out)["fault_ok"]["verdict"] == "pass"

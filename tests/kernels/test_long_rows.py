@@ -1,0 +1,137 @@
+"""The persistent long-row kernels of softmax, LayerNorm and RMSNorm: every program count writes
+every row with the same bits, within the cases' tolerances; softmax keeps IEEE semantics for
+inf and NaN on any lane; the launchers refuse a bad program count before launch."""
+import pytest
+import torch
+
+from tests.support.launching import DEVICE, forbid_launches, needs_device
+from portcheck import cases
+from portcheck.compare import compare
+from portcheck.kernels import _launch
+from portcheck.kernels import layernorm as LN
+from portcheck.kernels import rmsnorm as RMS
+from portcheck.kernels import softmax as SM
+from portcheck.runner import poisoned, upcast
+
+ROWS, COLS, CHUNK = 7, 100, 32   # 4 chunks a row, the last partial; more rows than most grids
+PROGRAM_COUNTS = (1, 2, 3, ROWS, 50)   # 50 > ROWS: one row per program, as without persistence
+
+
+def _run(family: str, args: dict, programs: int | None) -> dict:
+    """Launch a family's long-row kernel into NaN-poisoned outputs; returns them by case name."""
+    x = args["x"]
+    if family == "softmax":
+        y = poisoned(tuple(x.shape), x.dtype, DEVICE)
+        SM.softmax(x, y, long_rows=True, chunk=CHUNK, programs=programs)
+        return {"y": y}
+    rstd = poisoned((x.shape[0],), torch.float32, DEVICE)
+    y = poisoned(tuple(x.shape), x.dtype, DEVICE)
+    if family == "layernorm":
+        mean = poisoned((x.shape[0],), torch.float32, DEVICE)
+        LN.layer_norm(x, args["weight"], args["bias"], args["eps"], out=y, mean=mean, rstd=rstd,
+                      long_rows=True, chunk=CHUNK, programs=programs)
+        return {"y": y, "mean": mean, "rstd": rstd}
+    RMS.rms_norm(x, args["weight"], args["eps"], out=y, rstd=rstd, long_rows=True, chunk=CHUNK,
+                 programs=programs)
+    return {"y": y, "rstd": rstd}
+
+
+def _args(family: str, x: torch.Tensor) -> dict:
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(x.shape[1], generator=g).to(device=DEVICE, dtype=x.dtype)
+    b = torch.randn(x.shape[1], generator=g).to(device=DEVICE, dtype=x.dtype)
+    if family == "softmax":
+        return {"x": x}
+    if family == "layernorm":
+        return {"x": x, "weight": w, "bias": b, "eps": 1e-5}
+    return {"x": x, "weight": w, "eps": 1e-6}
+
+
+def _check_against_oracle(family: str, args: dict, outs: dict) -> None:
+    case = cases.get(f"{family}_long")
+    args64 = upcast(args, DEVICE)
+    refs = case.oracle(args64)
+    tols = case.tolerance(args64, refs, "fp32")
+    for name, out in outs.items():
+        result = compare(name, out, refs[name], tols[name])
+        assert result.ok, result.message
+
+
+@needs_device
+@pytest.mark.parametrize("family", ["softmax", "layernorm", "rmsnorm"])
+def test_every_program_count_writes_every_row_alike(family):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(ROWS, COLS, generator=g) * 3 + 1).to(DEVICE)
+    args = _args(family, x)
+    first = None
+    for programs in PROGRAM_COUNTS:
+        outs = _run(family, args, programs)
+        _check_against_oracle(family, args, outs)   # poisoned: a row left unwritten stays NaN
+        if first is None:
+            first = outs
+        for name, out in outs.items():   # a row's arithmetic does not depend on the grid
+            assert torch.equal(out, first[name]), (family, programs, name)
+    # the default grid: a few programs on the interpreter (each loops over rows), one per SM on a GPU
+    default = _run(family, args, None)
+    for name, out in default.items():
+        assert torch.equal(out, first[name]), (family, "default", name)
+
+
+def _special_rows() -> torch.Tensor:
+    """Rows whose softmax IEEE arithmetic defines, chunk 32 so each lane sees 4 columns."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(9, COLS, generator=g) * 4
+    x[0] = float("-inf")                                # all -inf: exp(-inf - -inf) is NaN
+    x[1, 70] = float("inf")                             # +inf: inf - inf is NaN, the whole row NaN
+    x[2, 5] = float("nan")                              # NaN anywhere: the whole row NaN
+    x[3, ::3] = float("-inf")                           # -inf among finite values: exact zeros
+    x[4, 3::CHUNK] = float("-inf")                      # one lane sees only -inf, and then NaN:
+    x[4, 3 + 2 * CHUNK] = float("nan")                  #   still the whole row NaN
+    x[5, 7] = x[5, 7 + CHUNK] = float("inf")            # +inf twice on one lane
+    x[6] = torch.arange(COLS, dtype=torch.float32)      # the max rises on every chunk: rescaling
+    x[7] = -torch.arange(COLS, dtype=torch.float32)     # the max comes first
+    x[8, :] = 3e38                                      # huge and equal: no overflow, 1/n each
+    return x
+
+
+@needs_device
+@pytest.mark.parametrize("programs", [1, 2, 9])
+def test_softmax_long_keeps_ieee_semantics_on_every_lane(programs):
+    x = _special_rows().to(DEVICE)
+    outs = _run("softmax", {"x": x}, programs)
+    _check_against_oracle("softmax", {"x": x}, outs)   # NaN where the oracle has NaN, only there
+    y = outs["y"].cpu()
+    assert torch.isnan(y[[0, 1, 2, 4, 5]]).all()
+    assert (y[3, ::3] == 0).all() and not torch.isnan(y[3]).any()
+    assert torch.allclose(y[8], torch.full((COLS,), 1 / COLS))
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, 2.0, "4"])
+def test_a_bad_program_count_is_refused_before_launch(monkeypatch, bad):
+    forbid_launches(monkeypatch, SM, "softmax_online_kernel", "softmax_rows_kernel")
+    forbid_launches(monkeypatch, LN, "layernorm_looped_kernel", "layernorm_rows_kernel")
+    forbid_launches(monkeypatch, RMS, "rmsnorm_looped_kernel", "rmsnorm_rows_kernel")
+    x = torch.zeros(4, 8)
+    for call in (lambda: SM.softmax(x, long_rows=True, programs=bad),
+                 lambda: LN.layer_norm(x, long_rows=True, programs=bad),
+                 lambda: RMS.rms_norm(x, long_rows=True, programs=bad)):
+        with pytest.raises(ValueError, match="programs must be a positive int"):
+            call()
+
+
+def test_persistent_grid_size():
+    cpu = torch.device("cpu")
+    # off the GPU a few programs, so that each loops over rows; never more programs than rows
+    assert _launch.persistent_programs(100, cpu, 1) == _launch.INTERPRETER_PROGRAMS
+    assert _launch.persistent_programs(1, cpu, 4) == 1
+    assert _launch.persistent_programs(100, cpu, 1, programs=7) == 7
+    assert _launch.persistent_programs(5, cpu, 1, programs=64) == 5
+    assert _launch.INTERPRETER_PROGRAMS >= 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU to count its SMs/CUs")
+def test_default_grid_is_programs_per_sm_times_the_device_units():
+    dev = torch.device("cuda")
+    units = torch.cuda.get_device_properties(dev).multi_processor_count
+    for module in (SM, LN, RMS):
+        assert _launch.persistent_programs(10**6, dev, module.PROGRAMS_PER_SM) == module.PROGRAMS_PER_SM * units

@@ -1,0 +1,114 @@
+"""matmul's per-arch decisions agree with the arch table, and its configuration data is sound:
+every arch gets configurations for every dtype it takes, each within the arch's threads and
+shared memory, AMD options only for AMD, kpack only where Triton still honours it."""
+import pytest
+
+from portcheck.kernels import matmul as mm
+from portcheck.facts.archs import ARCHS, arch_from_cuda_capability, arch_from_gcn_name
+
+ALL = sorted(ARCHS)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_fp32_precision_follows_the_arch_table(name):
+    assert mm.fp32_precision(name) == ARCHS[name].fp32_dot_precision()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_fp8_formats_are_the_natively_supported_ones(name):
+    a = ARCHS[name]
+    assert mm.fp8_formats(name) == tuple(a.fp8_native)
+    assert set(mm.fp8_formats(name)) <= set(a.fp8_triton)   # Triton accepts what we run
+
+
+def test_interpreter_takes_every_fp8_format_and_ieee():
+    assert set(mm.fp8_formats("interpreter")) == set(mm.FP8_DTYPES)
+    assert mm.fp32_precision("interpreter") == "ieee"
+
+
+@pytest.mark.parametrize("backend,arch,cap", [("cuda", 80, (8, 0)), ("cuda", 89, (8, 9)),
+                                              ("cuda", 90, (9, 0)), ("cuda", 100, (10, 0)),
+                                              ("cuda", 120, (12, 0))])
+def test_cuda_arch_names_match_the_runtime_detection(backend, arch, cap):
+    assert mm.arch_name(backend, arch) == arch_from_cuda_capability(*cap)
+
+
+@pytest.mark.parametrize("gcn", ["gfx942:sramecc+:xnack-", "gfx90a", "gfx1100", "gfx950:xnack-"])
+def test_hip_arch_names_match_the_runtime_detection(gcn):
+    assert mm.arch_name("hip", gcn) == arch_from_gcn_name(gcn)
+
+
+@pytest.mark.parametrize("name,mode", [("sm_89", "split"), ("sm_90a", "partial"), ("sm_100a", "fused"),
+                                       ("sm_120", "split"), ("gfx942", "fused"), ("gfx950", "fused"),
+                                       ("gfx1201", "fused"), ("interpreter", "fused")])
+def test_fp8_accumulation_promotes_where_the_mma_keeps_13_bits(name, mode):
+    assert mm.fp8_accumulation(name) == mode
+
+
+def _dtypes(name):
+    return ("fp16", "bf16", "fp32", "int8") + mm.fp8_formats(name)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_dtype_has_configs_within_the_arch_limits(name):
+    a = ARCHS[name]
+    for dtype in _dtypes(name):
+        cfgs = mm.arch_configs(name, dtype, a.shared_per_block)
+        assert cfgs, f"no {dtype} configuration fits {name}"
+        for c in cfgs:
+            assert c.num_warps * a.warp_size <= a.max_threads_per_block, (name, c.label)
+            if a.is_amd:
+                assert c.num_stages == 2, "AMD's stream pipeliner is tuned for num_stages=2"
+            else:
+                assert not c.options
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_variants_cover_every_config_and_dtype(name):
+    """The compile variants are what the launcher would run: every fitting config per dtype."""
+    a = ARCHS[name]
+    from portcheck import cases
+    by_case = {c.name: c for c in cases.all_cases() if c.family == "matmul"}
+    plain = [v for v in by_case["matmul"].variants(a) if "bias" not in v.label]
+    assert len(plain) == sum(len(mm.arch_configs(name, d, a.shared_per_block)) for d in ("fp16", "bf16", "fp32"))
+    fp8 = by_case["matmul_fp8"].variants(a)
+    assert {v.label.split()[0] for v in fp8} == set(mm.fp8_formats(name))
+    for v in plain + fp8:
+        assert v.divisible_by_16 and set(v.divisible_by_16) <= set(v.signature)
+
+
+def test_kpack_only_where_triton_honours_it():
+    for cls, cfgs in mm.config_table()["amd"].items():
+        for c in cfgs:
+            if c.options.get("kpack", 1) != 1:
+                # Triton deprecates kpack from gfx950 on (it overrides it to 1 with a warning)
+                assert c.archs and all(p in ("gfx90a", "gfx942") for p in c.archs), (cls, c.label)
+
+
+def test_config_file_errors_name_the_entry():
+    with pytest.raises(ValueError, match=r"\[amd\] fp8 #3: unknown key\(s\) \['blok'\]"):
+        mm._parse_config({"blok": [1, 2, 3], "group": 1, "warps": 4, "stages": 2}, "[amd] fp8 #3")
+    with pytest.raises(ValueError, match="missing key"):
+        mm._parse_config({"block": [16, 16, 16]}, "[nvidia] fp32 #1")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_shared_estimate_prunes_what_would_not_load(name):
+    """Configurations left out on an arch are exactly those the estimate puts over its limit."""
+    a = ARCHS[name]
+    for dtype in ("fp16", "fp32", "int8"):
+        table = [c for c in mm.config_table()[mm.vendor(name)][mm.dtype_class(dtype)] if c.for_arch(name)]
+        kept = mm.arch_configs(name, dtype, a.shared_per_block)
+        in_bytes = {"fp16": 2, "fp32": 4, "int8": 1}[dtype]
+        for c in table:
+            assert (c in kept) == (mm.shared_bytes(c, in_bytes, name) <= a.shared_per_block)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_operands_are_made_k_major_where_the_tf32_matrix_unit_reads_only_k_major(name):
+    """wgmma and tcgen05 read tf32 operands from shared memory K-major only; mma.sync, MFMA and
+    WMMA load fragments themselves. 16-bit dtypes never need the extra pass."""
+    reads_smem = ARCHS[name].matrix_family in ("wgmma", "tcgen05")
+    assert mm.k_major_only(name, "fp32") == (reads_smem and mm.fp32_precision(name) == "tf32")
+    assert not mm.k_major_only(name, "fp16") and not mm.k_major_only(name, "bf16")
+    assert not mm.k_major_only("interpreter", "fp32")

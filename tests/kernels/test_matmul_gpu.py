@@ -1,0 +1,81 @@
+"""matmul on a real GPU (skipped elsewhere): the autotuned path at bench sizes against float64,
+and the fp8 accumulation model on the device's own matrix units.
+
+    pytest tests/kernels/test_matmul_gpu.py --target=cuda --require-device -q
+"""
+import os
+
+import pytest
+import torch
+
+from portcheck.kernels import matmul as mm
+from portcheck.oracles.matmul import abs_product
+from portcheck.oracles.matmul import matmul as matmul_ref
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or not torch.cuda.is_available(),
+    reason="needs a GPU target (--target=cuda or rocm)")
+
+ROWS = 64   # rows of C compared against float64 at bench sizes (the whole product is costly)
+
+
+def _bound(a, b, c, dtype, cfg_block_k=None, scale=1.0):
+    k = a.shape[1]
+    coef, text = mm.accumulation_bound(dtype, k, cfg_block_k, mm.fp32_precision(mm.current_arch()),
+                                       mm.fp8_accumulation(mm.current_arch()) if dtype in mm.FP8_DTYPES else None)
+    u_out = mm.fmt(c.dtype).unit_roundoff
+    ref = matmul_ref(a.double(), b.double(), scale=scale)
+    s = scale * abs_product(a, b)
+    bound = coef * s + u_out * ref.abs() + 2.0 ** -130
+    if scale != 1.0:   # acc * (scale_a * scale_b): up to two fp32 roundings
+        bound = bound + 2 * 2.0 ** -24 * s
+    return ref, bound, text
+
+
+@pytest.mark.parametrize("dtype,n", [("fp16", 4096), ("bf16", 4096), ("fp16", 8192), ("fp32", 4096)])
+def test_autotuned_bench_shapes_agree_with_float64(dtype, n):
+    g = torch.Generator(device="cuda").manual_seed(n)
+    a = torch.randn(n, n, device="cuda", generator=g).to(mm.FLOAT_DTYPES[dtype])
+    b = torch.randn(n, n, device="cuda", generator=g).to(mm.FLOAT_DTYPES[dtype])
+    c = mm.matmul(a, b)
+    ref, bound, text = _bound(a[:ROWS], b, c[:ROWS], dtype)
+    err = (c[:ROWS].double() - ref).abs()
+    assert (err <= bound).all(), f"worst err/bound {float((err / bound).max()):.3g}; {text}"
+
+
+@pytest.mark.parametrize("dtype", ["fp8e4nv", "fp8e4b8"])
+def test_autotuned_fp8_at_bench_size(dtype):
+    if dtype not in mm.fp8_formats(mm.current_arch()):
+        pytest.skip(f"{dtype} does not run on {mm.current_arch()}")
+    n = 4096
+    g = torch.Generator(device="cuda").manual_seed(1)
+    a = torch.randn(n, n, device="cuda", generator=g).to(mm.FP8_DTYPES[dtype])
+    b = torch.randn(n, n, device="cuda", generator=g).to(mm.FP8_DTYPES[dtype]).t().contiguous().t()
+    sa, sb = torch.tensor([0.75], device="cuda"), torch.tensor([1.25], device="cuda")
+    c = mm.matmul(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+    ref, bound, text = _bound(a[:ROWS], b, c[:ROWS], dtype, 128, scale=0.9375)
+    err = (c[:ROWS].double() - ref).abs()
+    assert (err <= bound).all(), f"worst err/bound {float((err / bound).max()):.3g}; {text}"
+
+
+def test_fp8_accumulation_model_on_the_device():
+    """Same-sign equal products at K = 8192, where every truncation loses in one direction:
+    each configuration stays within the promoted FP22 bound (sm_89 / sm_90 / sm_120) or the fp32
+    one, and the error it does make is printed for the record."""
+    arch = mm.current_arch()
+    fmt8 = next(iter(mm.fp8_formats(arch)), None)
+    if fmt8 is None:
+        pytest.skip(f"{arch} runs no fp8")
+    dt = mm.FP8_DTYPES[fmt8]
+    k = 8192
+    a = torch.full((128, k), 0.234375, device="cuda").to(dt)     # 1.875 * 2^-3
+    b = torch.full((k, 128), 1.875, device="cuda").to(dt).t().contiguous().t()
+    one = torch.tensor([1.0], device="cuda")
+    exact = k * 0.234375 * 1.875
+    for cfg in mm.configs(fmt8):
+        c = mm.matmul(a, b, scale_a=one, scale_b=one, out_dtype=torch.float32, config=cfg)
+        coef, text = mm.accumulation_bound(fmt8, k, cfg.block_k, None, mm.fp8_accumulation(arch))
+        err = float((c.double() - exact).abs().max())
+        print(f"{arch} {fmt8} {cfg.label}: max error {err:.4g} = {err / exact:.3g} relative; "
+              f"bound {coef:.3g} relative ({text})")
+        assert err <= coef * exact, (cfg.label, err, coef * exact)

@@ -1,0 +1,239 @@
+"""matmul's launcher: bad input is refused with a ValueError before anything launches, and a few
+fixed edge cases (K = 0, one element, 64-bit indexing, the autotuned path) run on the interpreter."""
+import os
+
+import pytest
+import torch
+
+from portcheck.kernels import matmul as mm
+from portcheck.oracles.matmul import int_matmul
+from portcheck.oracles.matmul import matmul as matmul_ref
+
+INTERPRETER = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+class _NoLaunch:
+    """Stands in for the kernels: any launch attempt fails the test."""
+
+    def __getitem__(self, grid):
+        raise AssertionError("the launcher launched a kernel for bad input")
+
+
+@pytest.fixture
+def on_arch(monkeypatch):
+    """Pretend the active device is `arch` and make any launch an error."""
+    def use(arch: str):
+        monkeypatch.setattr(mm, "current_arch", lambda: arch)
+        monkeypatch.setattr(mm, "_kernel", _NoLaunch())
+        monkeypatch.setattr(mm, "_autotuned", lambda *a: _NoLaunch())
+    return use
+
+
+def fp8(shape, dtype=torch.float8_e4m3fn):
+    return torch.randn(*shape).to(dtype)
+
+
+ONE = torch.tensor([1.0])
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda: mm.matmul(torch.randn(2, 3, 4), torch.randn(4, 5)), ["a must be 2-D", "3-D"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(3)), ["b must be 2-D", "1-D"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(4, 5)), ["K mismatch", "[2, 3]", "[4, 5]"]),
+    (lambda: mm.matmul(torch.randn(2, 3, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64)),
+     ["torch.float64", "matmul takes fp16, bf16, fp32, int8 or fp8"]),
+    (lambda: mm.matmul(torch.randn(2, 3).half(), torch.randn(3, 5)), ["both operands must share a dtype"]),
+    (lambda: mm.matmul(torch.randn(2, 3), [[1.0]]), ["b must be a torch.Tensor"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(3, 5), activation="tanh"), ["unknown activation 'tanh'"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(3, 5), scale_a=ONE, scale_b=ONE),
+     ["per-tensor scales are for fp8"]),
+    (lambda: mm.matmul(torch.randn(2, 3).half(), torch.randn(3, 5).half(), out_dtype=torch.float32),
+     ["writes torch.float16, not torch.float32"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(3, 5), bias=torch.randn(4)), ["bias must have shape (5,)"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(3, 5), bias=torch.randn(5).half()),
+     ["bias has dtype torch.float16; expected torch.float32"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(3, 5), out=torch.empty(5, 2)),
+     ["out must be a torch.float32 tensor of shape (2, 5)"]),
+    (lambda: mm.matmul(torch.ones(2, 3, dtype=torch.int8), torch.ones(3, 5, dtype=torch.int8), activation="gelu"),
+     ["exact int32", "'gelu'"]),
+    (lambda: mm.matmul(torch.ones(2, 3, dtype=torch.int8), torch.ones(3, 5, dtype=torch.int8),
+                       bias=torch.ones(5, dtype=torch.int64)), ["bias has dtype torch.int64; expected torch.int32"]),
+    (lambda: mm.matmul(fp8((2, 3)), fp8((3, 5))), ["need scale_a and scale_b"]),
+    (lambda: mm.matmul(fp8((2, 3)), fp8((3, 5)), scale_a=torch.tensor([1.0]).half(), scale_b=ONE),
+     ["scale_a must be a one-element float32 tensor"]),
+    (lambda: mm.matmul(fp8((2, 3)), fp8((3, 5)), scale_a=ONE, scale_b=torch.ones(2)),
+     ["scale_b must be a one-element float32 tensor", "(2,)"]),
+    (lambda: mm.matmul(fp8((2, 3)), fp8((3, 5)), scale_a=ONE, scale_b=ONE, out_dtype=torch.float8_e4m3fn),
+     ["writes bf16, fp16 or fp32"]),
+    (lambda: mm.matmul(fp8((2, 3)), fp8((3, 5), torch.float8_e5m2), scale_a=ONE, scale_b=ONE),
+     ["both operands must share a dtype"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(3, 5), config={"BLOCK_M": 16}),
+     ["config must be a matmul Config"]),
+    (lambda: mm.matmul(torch.randn(2, 3), torch.randn(3, 5), config=mm.config_table()["amd"]["fp32"][0]),
+     ["carries AMD options, which sm_90a does not take"]),
+])
+def test_bad_input_is_refused_before_launch(on_arch, call, words):
+    on_arch("sm_90a")
+    with pytest.raises(ValueError) as err:
+        call()
+    for w in words:
+        assert w in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("arch,dtype,takes", [
+    ("sm_80", torch.float8_e4m3fn, "no fp8 format"),
+    ("sm_80", torch.float8_e5m2, "no fp8 format"),
+    ("sm_90a", torch.float8_e4m3fnuz, "fp8e4nv, fp8e5"),
+    ("sm_120", torch.float8_e5m2fnuz, "fp8e4nv, fp8e5"),
+    ("gfx942", torch.float8_e4m3fn, "fp8e4b8, fp8e5b16"),
+    ("gfx950", torch.float8_e4m3fnuz, "fp8e4nv, fp8e5"),
+    ("gfx90a", torch.float8_e4m3fnuz, "no fp8 format"),
+    ("gfx1100", torch.float8_e5m2, "no fp8 format"),
+])
+def test_fp8_format_the_arch_cannot_run_is_refused(on_arch, arch, dtype, takes):
+    on_arch(arch)
+    with pytest.raises(ValueError) as err:
+        mm.matmul(fp8((2, 3), dtype), fp8((3, 5), dtype), scale_a=ONE, scale_b=ONE)
+    assert f"does not run on {arch}" in str(err.value) and takes in str(err.value)
+
+
+def test_empty_output_launches_nothing(on_arch):
+    on_arch("sm_90a")
+    c = mm.matmul(torch.randn(0, 3), torch.randn(3, 5))
+    assert c.shape == (0, 5)
+
+
+# ---- real launches on the interpreter (the GPU runs are tests/kernels/test_kernels.py's) -------------
+
+needs_interpreter = pytest.mark.skipif(not INTERPRETER, reason="launches CPU tensors: interpreter only")
+
+
+@needs_interpreter
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
+def test_k_zero_gives_the_epilogue_of_zero(activation):
+    bias = torch.randn(5)
+    c = mm.matmul(torch.randn(3, 0), torch.randn(0, 5), bias=bias, activation=activation)
+    ref = matmul_ref(torch.zeros(3, 0, dtype=torch.float64), torch.zeros(0, 5, dtype=torch.float64),
+                     bias=bias.double(), activation_name=activation)
+    torch.testing.assert_close(c.double(), ref, rtol=1e-6, atol=1e-7)
+
+
+@needs_interpreter
+def test_autotuned_path_and_every_interpreter_config_agree():
+    a, b = torch.randn(37, 70).half(), torch.randn(70, 33).half()
+    outs = [mm.matmul(a, b)] + [mm.matmul(a, b, config=c) for c in mm.configs("fp16")]
+    ref = matmul_ref(a.double(), b.double())
+    for c in outs:
+        # fp16 output: half an ulp of rounding plus a small accumulation error
+        assert ((c.double() - ref).abs() <= 2.0 ** -10 * ref.abs() + 1e-3).all()
+
+
+@needs_interpreter
+def test_wide_indexing_gives_the_same_result():
+    """The 64-bit index path (taken only past 2^31 elements) computes what the 32-bit one does."""
+    a, b = torch.randn(20, 40), torch.randn(40, 24)
+    cfg = mm.configs("fp32")[0]
+    outs = []
+    for wide in (False, True):
+        c = torch.full((20, 24), float("nan"))
+        grid = (-(-20 // cfg.block_m) * -(-24 // cfg.block_n),)
+        mm._kernel[grid](a, b, c, None, None, None, 20, 24, 40, *a.stride(), *b.stride(), *c.stride(),
+                         **cfg.constexprs(), WIDE=wide, HAS_BIAS=False, HAS_SCALES=False,
+                         ACTIVATION="none", PRECISION="ieee", FP8_ACC="none")
+        outs.append(c)
+    assert torch.equal(outs[0], outs[1]) and not outs[0].isnan().any()
+
+
+@needs_interpreter
+def test_int8_extremes_are_exact_and_wrap_like_int32():
+    a = torch.full((17, 300), -128, dtype=torch.int8)
+    b = torch.full((300, 9), -128, dtype=torch.int8)
+    bias = torch.full((9,), 2**31 - 1, dtype=torch.int32)   # the sum overflows: int32 wraps
+    c = mm.matmul(a, b, bias=bias)
+    assert torch.equal(c, int_matmul(a, b, bias=bias))
+    assert int(c[0, 0]) == ((300 * 16384 + 2**31 - 1 + 2**31) % 2**32) - 2**31
+
+
+def test_alignment_hints_name_only_the_16_byte_multiples_triton_cannot_see():
+    from portcheck.kernels.matmul import alignment_hints
+    # M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn for bf16 4000x4104x4104
+    vals = (4000, 4104, 4104, 4104, 1, 4104, 1, 4104, 1)
+    got = alignment_hints(vals, 2)
+    # 4000 is a multiple of 16 (Triton specialises it), 4104 = 8 * 513 is a multiple of 8 only
+    assert got == {"VEC": 8, "HINTS": 2 | 4 | 8 | 32 | 128}
+    assert alignment_hints((4096,) * 3 + (4096, 1, 4096, 1, 4096, 1), 2) == {}     # nothing to add
+    assert alignment_hints((4097, 4097, 4097, 4097, 1, 4097, 1, 4097, 1), 2) == {}   # not provable
+    assert alignment_hints((4104,) * 9, 1) == {}       # fp8 / int8: a 16-byte vector is 16 elements
+    assert alignment_hints((4100,) * 3 + (4100, 1) * 3, 4) == {"VEC": 4, "HINTS": 1 | 2 | 4 | 8 | 32 | 128}
+
+
+def test_fp32_on_a_tf32_arch_is_also_compared_with_the_library_at_tf32(on_arch):
+    """torch's default fp32 matmul is exact; the kernel uses tf32 where the arch has it, so the
+    bench adds the library at tf32, and leaves torch's setting as it found it."""
+    spec = {"dtype": "fp32", "m": 8, "n": 8, "k": 8, "a_layout": "row", "b_layout": "row",
+            "bias": False, "activation": "none", "config": None, "regime": "normal", "seed": 0}
+    on_arch("sm_90a")
+    args = mm._make(spec, "cpu")
+    assert args["precision"] == "tf32"
+    matmul_settings = torch.backends.cuda.matmul
+    before = getattr(matmul_settings, "fp32_precision", None), matmul_settings.allow_tf32
+    found = mm._baselines(args)
+    assert {"torch", "torch.matmul tf32"} <= set(found)
+    assert torch.equal(found["torch.matmul tf32"](), found["torch"]())   # on the CPU tf32 is moot
+    assert (getattr(matmul_settings, "fp32_precision", None), matmul_settings.allow_tf32) == before
+    on_arch("gfx90a")   # no tf32 there: ieee, and no tf32 baseline
+    assert "torch.matmul tf32" not in mm._baselines(mm._make(spec, "cpu"))
+
+
+class _StrideSpy:
+    """Stands in for the kernel and records the operand strides of each launch."""
+
+    def __init__(self):
+        self.strides = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):   # (a, b, c, bias, sa, sb, M, N, K, am, ak, bk, bn, cm, cn)
+            self.strides.append(args[9:13])
+        return launch
+
+
+@pytest.mark.parametrize("arch,dtype,relaid", [("sm_90a", torch.float32, True),
+                                               ("sm_100a", torch.float32, True),
+                                               ("sm_90a", torch.float16, False),
+                                               ("sm_80", torch.float32, False),
+                                               ("sm_120", torch.float32, False)])
+def test_tf32_operands_reach_wgmma_and_tcgen05_k_major(monkeypatch, arch, dtype, relaid):
+    monkeypatch.setattr(mm, "current_arch", lambda: arch)
+    spy = _StrideSpy()
+    monkeypatch.setattr(mm, "_kernel", spy)
+    wide = mm.Config(64, 16, 16, 1, 4, 1)            # a wgmma / tcgen05 tile on sm_90a / sm_100a
+    a_col = torch.randn(6, 4).to(dtype).t()          # [4, 6], M-major
+    b_row = torch.randn(6, 5).to(dtype)              # [6, 5], N-major
+    mm.matmul(a_col, b_row, config=wide)
+    mm.matmul(b_row.t().contiguous(), b_row.t().contiguous().t(), config=wide)   # both K-major
+    mm.matmul(a_col, b_row, config=mm.Config(16, 16, 16, 1, 4, 1))   # mma.sync: either layout
+    k_major = (6, 1, 1, 6)                           # stride_am, stride_ak, stride_bk, stride_bn
+    as_given = (1, 4, 5, 1)
+    assert spy.strides == [k_major if relaid else as_given, k_major, as_given]
+
+
+def test_the_autotuned_launch_relays_only_past_the_narrow_tiles(monkeypatch):
+    """M <= NARROW_M keeps the autotuner to the narrow mma.sync tiles: B is read once, as given."""
+    monkeypatch.setattr(mm, "current_arch", lambda: "sm_90a")
+    spy = _StrideSpy()
+    monkeypatch.setattr(mm, "_autotuned", lambda *a: spy)
+    b_row = torch.randn(6, 5)
+    for m in (mm.NARROW_M, mm.NARROW_M + 1):
+        mm.matmul(torch.randn(m, 6), b_row)
+    assert [s[2:] for s in spy.strides] == [(5, 1), (1, 6)]
+
+
+@needs_interpreter
+def test_relaid_operands_give_the_product(monkeypatch):
+    monkeypatch.setattr(mm, "current_arch", lambda: "sm_90a")   # the interpreter ignores tf32
+    a, b = torch.randn(33, 20).t(), torch.randn(33, 17)           # [20, 33] M-major, [33, 17]
+    c = mm.matmul(a, b, config=mm.Config(64, 16, 16, 1, 4, 1))
+    ref = matmul_ref(a.double(), b.double())
+    # fp32 products summed over K = 33: each term within 2^-24 relative, K terms of |a||b|
+    bound = 33 * 2.0 ** -24 * (a.double().abs() @ b.double().abs())
+    assert ((c.double() - ref).abs() <= bound).all()
