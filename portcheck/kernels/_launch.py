@@ -1,22 +1,10 @@
-"""Small launch helpers shared by the kernel modules (no kernel logic here)."""
+"""Small launch helpers shared by the kernel modules: input checks and grid sizes (no kernel
+logic, and no device facts: those are portcheck.facts.device)."""
 from __future__ import annotations
-
-import os
-from functools import lru_cache
 
 import triton
 
-
-def interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-@lru_cache(maxsize=None)
-def warp_size() -> int:
-    """Threads per warp/wavefront of the active device: 64 on CDNA, 32 on NVIDIA and RDNA."""
-    if interpreted():
-        return 32
-    return triton.runtime.driver.active.get_current_target().warp_size
+from ..facts.device import compute_units, interpreted
 
 
 def num_warps_for(elements: int, warp: int, per_thread: int = 8, most: int = 16) -> int:
@@ -57,20 +45,6 @@ def check_out(name: str, t, shape, dtype) -> None:
 
 
 INTERPRETER_PROGRAMS = 2   # persistent grids on the interpreter: few, so each program loops over rows
-
-
-def compute_units(device=None) -> int:
-    """SMs (NVIDIA) or CUs (AMD) of a GPU: a torch device, or None (or one without an index)
-    for the current device."""
-    import torch
-    index = getattr(device, "index", None)
-    return _compute_units(torch.cuda.current_device() if index is None else index)
-
-
-@lru_cache(maxsize=None)
-def _compute_units(index: int) -> int:
-    import torch
-    return torch.cuda.get_device_properties(index).multi_processor_count   # asked once per device
 
 
 def check_programs(programs) -> None:

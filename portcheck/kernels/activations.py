@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 from .. import strategies as S
 from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..dtypes import fmt
-from ..mathacc.functions import documented_bound
+from ..facts.numerics import DIV_ULP, ERF_ULP, EXP_ULP
 from ..oracles import activations as act_ref
 from ..tolerance import Tolerance
-from ._launch import check_2d, num_warps_for, warp_size
+from ..facts.device import warp_size
+from ._launch import check_2d, num_warps_for
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 ACTS = {"silu": 0, "gelu": 1, "gelu_tanh": 2}
@@ -104,10 +105,6 @@ def gelu_and_mul(x: torch.Tensor, approximate: str = "none", out: torch.Tensor |
 
 # ---- tolerances -----------------------------------------------------------------------------
 
-# the larger of the vendors' documented bounds (ULP; one ULP is at most 2u relative)
-EXP_ULP = max(documented_bound("exp", v) for v in ("nvidia", "amd"))
-ERF_ULP = max(documented_bound("erf", v) for v in ("nvidia", "amd"))
-DIV_ULP = 2      # Triton lowers an fp32 `/` to div.full.f32 on NVIDIA (PTX ISA: 2 ULP), not div.rn
 
 
 def _sigmoid_rel_error(z: torch.Tensor, arg_rel: float):

@@ -11,7 +11,7 @@ fp32 from one tl.dot, log2(e) folded into the scale so the exponentials are exp2
 and sum rescaled when the max grows, and P cast to the input dtype for the second tl.dot. Causal
 programs run the key tiles left of the diagonal without any mask, then only the diagonal tiles
 with it; tiles right of the diagonal are never loaded. Launch configurations are data, per
-vendor and architecture (ATTENTION_CONFIGS), picked from the active Triton target.
+arch config family (configs/attention.toml), picked from the active device's arch.
 """
 from __future__ import annotations
 
@@ -26,10 +26,13 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
+from ..facts.numerics import DOT_ULP, EXP2_ULP
 from ..oracles.attention import attention as attention_ref
 from ..oracles.attention import default_scale, expand_kv, logits
 from ..tolerance import Tolerance, fmt
-from ._launch import interpreted
+from ..facts.archs import Arch
+from ..facts.device import current_arch, interpreted
+from ._configs import amd_options, family_table, load
 
 LOG2E = 1.4426950408889634
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -37,7 +40,7 @@ HEAD_DIMS = (64, 128)
 MAX_GRID_Y = 65535      # CUDA's limit on grid dimension 1 (batch * heads_q lives there)
 
 
-# ---- per-vendor launch configurations, as data ---------------------------------------------------
+# ---- launch configurations, as data (configs/attention.toml) ----------------------------------
 
 @dataclass(frozen=True)
 class Config:
@@ -49,69 +52,23 @@ class Config:
     tma: bool = False     # load and store through tensor descriptors (NVIDIA sm_90+)
 
 
-def arch_family(backend: str, arch) -> str:
-    """The family a configuration table is keyed by, from Triton's GPUTarget (backend, arch)."""
-    if backend == "cuda":
-        cc = int(arch)
-        if cc >= 120:
-            return "sm_120"      # consumer Blackwell: 99 KB of shared memory per block, mma.sync
-        if cc >= 100:
-            return "sm_100"
-        if cc >= 90:
-            return "sm_90"
-        if cc in (86, 89):
-            return "sm_89"       # 99 KB of shared memory per block
-        return "sm_80"
-    if backend == "hip":
-        name = str(arch)
-        if name.startswith("gfx95"):
-            return "gfx950"      # 160 KB LDS
-        if name.startswith("gfx94") or name.startswith("gfx90"):
-            return "cdna"        # 64 KB LDS, wave64, MFMA
-        if name.startswith("gfx11"):
-            return "rdna3"       # 64 KB LDS, wave32, WMMA
-        if name.startswith("gfx12"):
-            return "rdna4"
-        return "cdna"
-    raise ValueError(f"no attention configuration for backend {backend!r}")
+def _config(entry: dict) -> Config:
+    bm, bn = entry["block"]
+    return Config(bm, bn, entry["warps"], entry["stages"], amd_options(entry), entry.get("tma", False))
 
 
-# Keyed by family, then head_dim. Shared memory each needs was read from cross-compiled metadata
-# (triton 3.9): it must stay under the arch's per-block limit (99 KB on sm_89/sm_120, 64 KB LDS on
-# gfx90a/gfx942/gfx11/gfx12, 160 KB on gfx950). On AMD one stage means the stream pipeliner
-# prefetches the next tile into registers; waves_per_eu=2 trades registers for occupancy.
-ATTENTION_CONFIGS: dict[str, dict[int, Config]] = {
-    "sm_80": {64: Config(128, 64, 8, 3), 128: Config(128, 64, 8, 3)},   # 4 warps spill 8 B causal
-    "sm_89": {64: Config(128, 64, 8, 2), 128: Config(128, 64, 8, 2)},
-    # Hopper and Blackwell: TMA loads into shared memory, 128 x 128 tiles with two warpgroups;
-    # at head_dim 128 on the H200, 3 stages (230400 of the 232448 bytes) gave 495 TFLOP/s against
-    # 457 for 2 stages, the best of 12 configurations (tools/sweep_attention.py, 2026-11-30)
-    "sm_90": {64: Config(128, 64, 4, 3, tma=True), 128: Config(128, 128, 8, 3, tma=True)},
-    "sm_100": {64: Config(128, 64, 8, 3, tma=True), 128: Config(128, 128, 8, 2, tma=True)},
-    "sm_120": {64: Config(128, 64, 8, 2), 128: Config(128, 64, 8, 2)},
-    # CDNA: with pointers within 2 GB (buffer loads, as torch tensors are) 128 x 64 spills VGPRs
-    # to scratch at head_dim 128 whatever the warps; 128 x 32 with 8 waves fits in 143 VGPRs.
-    # A few variants spill SGPRs into VGPR lanes (no scratch), which portcheck compile notes.
-    "cdna": {64: Config(128, 64, 4, 1, {"waves_per_eu": 2}),
-             128: Config(128, 32, 8, 1, {"waves_per_eu": 2})},
-    "gfx950": {64: Config(128, 64, 4, 1, {"waves_per_eu": 2}),
-               128: Config(128, 64, 4, 1, {"waves_per_eu": 2})},
-    # RDNA3 has fewer VGPRs to spare for a 128-wide accumulator than RDNA4
-    "rdna3": {64: Config(64, 32, 4, 1), 128: Config(32, 16, 4, 1)},
-    "rdna4": {64: Config(64, 32, 4, 1), 128: Config(64, 32, 8, 1)},
-    # the interpreter runs one numpy op per tile op: small tiles make tiny inputs span several,
-    # BLOCK_M != BLOCK_N exercises the causal band logic the GPU configs rely on
-    "interpreter": {64: Config(32, 16, 4, 1), 128: Config(32, 16, 4, 1)},
-}
-MIN_BLOCK_N = min(c.block_n for table in ATTENTION_CONFIGS.values() for c in table.values())
+def arch_configs(arch: Arch) -> dict[int, Config]:
+    """{head_dim: Config} of an arch, from configs/attention.toml (keyed by its config family)."""
+    return {int(d): _config(e) for d, e in family_table("attention", arch).items()}
+
+
+MIN_BLOCK_N = min(e["block"][1] for table in load("attention").values() for e in table.values())
 
 
 def descriptors_supported() -> bool:
     """Host tensor descriptors (TMA) on the active device: NVIDIA sm_90+, and the interpreter."""
-    if interpreted():
-        return True
-    target = triton.runtime.driver.active.get_current_target()
-    return target.backend == "cuda" and int(target.arch) >= 90
+    arch = current_arch()
+    return arch.is_interpreter or (arch.backend == "cuda" and arch.triton_arch >= 90)
 
 
 def descriptor_obstacle(*tensors) -> str | None:
@@ -124,13 +81,6 @@ def descriptor_obstacle(*tensors) -> str | None:
         if max(t.shape) >= 2**31:
             return "a dimension exceeds 2^31"
     return None
-
-
-def active_family() -> str:
-    if interpreted():
-        return "interpreter"
-    target = triton.runtime.driver.active.get_current_target()
-    return arch_family(target.backend, target.arch)
 
 
 # ---- the kernel ---------------------------------------------------------------------------------
@@ -353,7 +303,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         raise ValueError("q, k, v and out must be on one device")
     if out.numel() == 0:
         return out
-    cfg = config or ATTENTION_CONFIGS[active_family()][head_dim]
+    cfg = config or arch_configs(current_arch())[head_dim]
     for what, n in (("BLOCK_M", cfg.block_m), ("BLOCK_N", cfg.block_n)):
         if n < 16 or n & (n - 1):
             raise ValueError(f"{what} must be a power of two of at least 16 (tl.dot), got {n}")
@@ -386,13 +336,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
 
 
 # ---- the tolerance: the output is a convex combination of V rows ---------------------------------
-
-DOT_ULP = 2     # per addition inside tl.dot: tensor cores accumulate with truncation, so an add
-                # may lose one ULP (2u) instead of half (Fasi, Higham, Mikaitis, Pranesh, "Numerical
-                # behavior of NVIDIA tensor cores", PeerJ CS 7:e330, 2021)
-EXP2_ULP = 3    # tl.math.exp2: ex2.approx.f32 measured at 2.05 ULP on the H200 (FACTS.md; PTX
-                # documents 2), v_exp_f32 documented at 1 ULP
-
 
 def convex_combination_bound(q, k, v, ref, scale, causal, in_dtype: str, out_dtype: str,
                              extra_rescales=0, min_block_n=None) -> tuple[torch.Tensor, str]:
@@ -608,7 +551,7 @@ DIVISIBLE = ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "stride_qb", "stride_qh", "stri
 
 def _variants(causal: bool):
     def variants(arch) -> list[Variant]:
-        family = arch_family(arch.backend, arch.triton_arch)
+        configs = arch_configs(arch)
         out = []
         for dtype in DTYPES:
             t = "*" + fmt(dtype).triton_name
@@ -619,7 +562,7 @@ def _variants(causal: bool):
                    "stride_ob": "i32", "stride_oh": "i32", "stride_om": "i32",
                    "heads_q": "i32", "group": "i32", "seq_q": "i32", "seq_k": "i32"}
             for head_dim in HEAD_DIMS:
-                cfg = ATTENTION_CONFIGS[family][head_dim]
+                cfg = configs[head_dim]
                 out.append(Variant(attention_fwd_kernel, sig,
                                    {"HEAD_DIM": head_dim, "BLOCK_M": cfg.block_m,
                                     "BLOCK_N": cfg.block_n, "CAUSAL": causal},
@@ -636,11 +579,11 @@ def descriptor_variants(arch, causal: bool) -> list[Variant]:
     Kept apart from the case's variants: portcheck compile declares stand-in arguments from a
     signature and has none for tensordesc<...> yet; tests/kernels/test_attention_kv.py builds these.
     """
-    family = arch_family(arch.backend, arch.triton_arch)
+    configs = arch_configs(arch)
     out = []
     for dtype in DTYPES:
         for head_dim in HEAD_DIMS:
-            cfg = ATTENTION_CONFIGS[family][head_dim]
+            cfg = configs[head_dim]
             if not cfg.tma:
                 continue
             q_desc = f"tensordesc<{fmt(dtype).triton_name}[1, 1, {cfg.block_m}, {head_dim}]>"

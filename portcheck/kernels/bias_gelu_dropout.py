@@ -28,10 +28,12 @@ from hypothesis import strategies as st
 
 from .. import strategies as S
 from ..cases import Case, Cost, Variant, launch_divisibility, register
+from ..facts.numerics import ERF_ULP, EXP_ULP
 from ..oracles.gelu import bias_gelu_dropout as bias_gelu_dropout_ref
 from ..oracles.gelu import gelu as gelu_ref
 from ..tolerance import Tolerance, exact, fmt
-from ._launch import check_2d, check_out, check_vector, num_warps_for, warp_size
+from ..facts.device import warp_size
+from ._launch import check_2d, check_out, check_vector, num_warps_for
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 APPROXIMATIONS = ("none", "tanh")
@@ -220,8 +222,6 @@ def _oracle(args):
     return {"y": y, "keep": keep.to(torch.uint8)}
 
 
-ERF_ULP = 4      # erff: CUDA math API documents 2 ULP, HIP's documents 4 (1.14 measured on H200)
-EXP_ULP = 2      # tl.exp: ex2.approx.f32 (2 ULP) / v_exp_f32 (1 ULP) after a multiply by log2(e)
 GELU_SLOPE = 1.13    # max |gelu'(a)| = 1.1289 (at a = sqrt 2); the tanh form's is within 1e-3 of it
 
 

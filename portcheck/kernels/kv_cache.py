@@ -26,7 +26,8 @@ from ..cases import Case, Cost, Variant, register
 from ..oracles import fp8 as fp8_ref
 from ..oracles.kv_cache import reshape_and_cache as reshape_and_cache_ref
 from ..tolerance import exact, fmt
-from ._launch import interpreted, num_warps_for, warp_size
+from ..facts.device import current_arch, interpreted, warp_size
+from ._launch import num_warps_for
 from .attention import check_tensor
 from .quant import device_fp8, fp8_for, target_fp8_names
 
@@ -88,9 +89,7 @@ def launch_shape(num_heads: int, head_dim: int, backend: str, warp: int) -> dict
 
 
 def _active_backend() -> str:
-    if interpreted():
-        return "interpreter"
-    return triton.runtime.driver.active.get_current_target().backend
+    return current_arch().backend
 
 
 def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
@@ -315,7 +314,7 @@ DIVISIBLE = ("key_ptr", "value_ptr", "key_cache_ptr", "value_cache_ptr", "slot_p
 def _variants(quantized: bool):
     def variants(arch) -> list[Variant]:
         out = []
-        cache_fp8 = FP8_NAMES[fp8_for(arch.backend, arch.triton_arch)]
+        cache_fp8 = FP8_NAMES[fp8_for(arch)]
         for dtype in (FP8_INPUTS if quantized else tuple(DTYPES)):
             t = "*" + fmt(dtype).triton_name
             c = "*" + (cache_fp8 if quantized else fmt(dtype).triton_name)

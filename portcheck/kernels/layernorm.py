@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 
 from .. import strategies as S
 from ..cases import Case, Cost, Variant, launch_divisibility, register
+from ..facts.numerics import RSQRT_ULP
 from ..oracles.norms import layer_norm as layer_norm_ref
 from ..tolerance import Tolerance, fmt
-from ._launch import (check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs,
-                      warp_size)
+from ..facts.device import warp_size
+from ._launch import check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs
 
 MAX_FUSED = 16384          # longest row held in registers (x, and w and b, as fp32) by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -222,7 +223,6 @@ def _oracle(args):
     return {"y": y, "mean": mean, "rstd": rstd}
 
 
-RSQRT_ULP = 2    # tl.math.rsqrt: CUDA math API documents rsqrtf to 2 ULP (1.51 measured on H200)
 
 
 def _tolerance(args, refs, dtype):

@@ -43,17 +43,18 @@ from hypothesis import strategies as st
 from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
 from ..dtypes import fmt
+from ..facts.numerics import ERF_ULP, EXP_ULP, U_ADD, U_FP22, U_TF32
 from ..oracles.matmul import ACTIVATIONS, abs_product, int_matmul
 from ..oracles.matmul import matmul as matmul_ref
 from ..tolerance import Tolerance, exact
-from ._launch import check_vector, interpreted
+from ..facts.archs import Arch
+from ..facts.device import current_arch, dot_fp32_precision, fp32_matmul, interpreted
+from ._launch import check_vector
 
 CONFIG_FILE = Path(__file__).with_name("configs") / "matmul.toml"
 FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 FP8_DTYPES = {"fp8e4nv": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2,
               "fp8e4b8": torch.float8_e4m3fnuz, "fp8e5b16": torch.float8_e5m2fnuz}
-OCP_FP8 = ("fp8e4nv", "fp8e5")
-FNUZ_FP8 = ("fp8e4b8", "fp8e5b16")
 FP8_OUT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 INT_ACTIVATIONS = ("none", "relu")
 INDEX_LIMIT = 2**31        # offsets at or past this need 64-bit index arithmetic
@@ -63,91 +64,29 @@ NARROW_M = 32              # up to this M the autotuner keeps the narrow tiles (
 MBARRIER_BYTES = 64        # room for the pipeline's mbarriers next to the tiles (sm_100: 16 seen)
 
 
-# ---- what each arch does, decided from the arch name ----------------------------------------
-# A kernel module may not import portcheck.targets; tests/kernels/test_matmul_archs.py checks that these
-# decisions agree with the arch table (portcheck/facts/archs.py) for every arch it lists.
+# ---- what each arch does: read from the arch table (portcheck/facts/archs.py) -------------------
 
-def arch_name(backend: str, arch) -> str:
-    """Triton's GPUTarget (backend, arch) -> the arch table's name: sm_90a, gfx942, ..."""
-    if backend == "cuda":
-        cc = int(arch)
-        return f"sm_{cc}" + ("a" if cc in (90, 100) else "")
-    if backend == "hip":
-        return str(arch).split(":")[0]
-    raise ValueError(f"matmul has no configuration for Triton backend {backend!r}")
+SMEM_MMA = ("wgmma", "tcgen05")   # matrix units that read their operands from shared memory
 
 
-@lru_cache(maxsize=None)
-def current_arch() -> str:
-    """The arch kernels launch on now: 'interpreter' under TRITON_INTERPRET, else the device's."""
-    if interpreted():
-        return "interpreter"
-    target = triton.runtime.driver.active.get_current_target()
-    return arch_name(target.backend, target.arch)
+def vendor(arch: Arch) -> str:
+    """The section of the configuration file an arch reads: interpreter, nvidia or amd."""
+    return "interpreter" if arch.is_interpreter else arch.vendor
 
 
-def vendor(arch: str) -> str:
-    if arch == "interpreter":
-        return "interpreter"
-    return "nvidia" if arch.startswith("sm_") else "amd"
-
-
-def _cuda_cc(arch: str) -> int:
-    return int(arch[3:].rstrip("af"))
-
-
-def fp32_precision(arch: str) -> str:
-    """tf32 where the matrix units take it (NVIDIA sm_80+, gfx942's xf32), exact ieee elsewhere.
-    The interpreter multiplies in numpy fp32 whatever is asked: ieee is what it does."""
-    if arch == "interpreter":
-        return "ieee"
-    if arch.startswith("sm_") or arch.startswith("gfx94"):
-        return "tf32"
-    return "ieee"
-
-
-def k_major_only(arch: str, dtype: str) -> bool:
+def k_major_only(arch: Arch, dtype: str) -> bool:
     """Whether the arch's matrix instruction reads this dtype's operands from shared memory only
     K-major while cp.async cannot transpose: tf32 on sm_90a's wgmma and sm_100a's tcgen05 (16-bit
     types may be either way; 8-bit cases here take B column-major already). Cross-compiled, a
     row-major fp32 B fills shared memory 4 bytes at a time: 96 of the 108 cp.async instructions
     of a 128x256x32 tile on sm_90a, none with B column-major (the narrow-async-copy lint)."""
-    return (dtype == "fp32" and arch.startswith("sm_") and fp32_precision(arch) == "tf32"
-            and _cuda_cc(arch) // 10 in (9, 10))
+    return dtype == "fp32" and arch.matrix_family in SMEM_MMA and dot_fp32_precision(arch) == "tf32"
 
 
 def _wide_tiles(m: int, config: Config | None) -> bool:
     """Whether the launch runs a tile of more than NARROW_M rows: wgmma / tcgen05 on sm_90a /
     sm_100a; the narrow ones are mma.sync, which loads its fragments itself from either layout."""
     return config.block_m > NARROW_M if config is not None else m > NARROW_M
-
-
-def fp8_formats(arch: str) -> tuple[str, ...]:
-    """The fp8 formats this kernel runs on an arch: those its matrix units take natively.
-    (Triton also accepts emulated ones, e.g. OCP on gfx942 through fp16 MFMA; this kernel refuses
-    them rather than run a slow path the user did not ask for.)"""
-    if arch == "interpreter":
-        return OCP_FP8 + FNUZ_FP8      # numpy decodes every format exactly
-    if arch.startswith("sm_"):
-        return OCP_FP8 if _cuda_cc(arch) >= 89 else ()
-    if arch.startswith("gfx94"):
-        return FNUZ_FP8
-    if arch.startswith("gfx95") or arch.startswith("gfx12"):
-        return OCP_FP8
-    return ()
-
-
-def fp8_accumulation(arch: str) -> str:
-    """How fp8 slices reach the fp32 accumulator: 'partial' (Hopper: tl.dot's partial accumulator,
-    promoted every BLOCK_K), 'split' (sm_89 / sm_120 mma.sync: each slice's tl.dot added in fp32),
-    'fused' (tcgen05, MFMA, WMMA and the interpreter accumulate in fp32 in place)."""
-    if arch.startswith("sm_"):
-        cc = _cuda_cc(arch)
-        if cc // 10 == 9:
-            return "partial"
-        if cc < 100 or cc >= 120:
-            return "split"
-    return "fused"
 
 
 # ---- launch configurations, as data ---------------------------------------------------------
@@ -172,8 +111,8 @@ class Config:
         return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k,
                 "GROUP_M": self.group_m}
 
-    def for_arch(self, arch: str) -> bool:
-        return not self.archs or any(fnmatch.fnmatch(arch, p) for p in self.archs)
+    def for_arch(self, arch: Arch) -> bool:
+        return not self.archs or any(fnmatch.fnmatch(arch.name, p) for p in self.archs)
 
     @property
     def label(self) -> str:
@@ -220,20 +159,19 @@ def dtype_class(dtype: str) -> str:
     raise ValueError(f"matmul has no configurations for dtype {dtype!r}")
 
 
-def shared_bytes(cfg: Config, in_bytes: int, arch: str) -> int:
+def shared_bytes(cfg: Config, in_bytes: int, arch: Arch) -> int:
     """Shared memory / LDS the A and B tile buffers take, as the compiler allocates them:
     wgmma and tcgen05 (sm_90, sm_100, with a warpgroup's 64 rows or more) keep num_stages buffers
     and a few mbarriers; the cp.async pipeline of mma.sync and AMD's stream pipeliner keep
     num_stages - 1 (tests/kernels/test_matmul_compile.py checks this against cross-compiled
     metadata.shared)."""
     tile = (cfg.block_m + cfg.block_n) * cfg.block_k * in_bytes
-    if (arch.startswith("sm_") and _cuda_cc(arch) // 10 in (9, 10) and cfg.block_m >= 64
-            and cfg.num_warps % 4 == 0):
+    if arch.matrix_family in SMEM_MMA and cfg.block_m >= 64 and cfg.num_warps % 4 == 0:
         return cfg.num_stages * tile + MBARRIER_BYTES
     return max(1, cfg.num_stages - 1) * tile
 
 
-def arch_configs(arch: str, dtype: str, shared_limit: int | None) -> list[Config]:
+def arch_configs(arch: Arch, dtype: str, shared_limit: int | None) -> list[Config]:
     """The configurations this kernel may use for dtype on arch, within its shared memory."""
     table = config_table()[vendor(arch)][dtype_class(dtype)]
     in_bytes = 1 if dtype_class(dtype) in ("fp8", "int8") else fmt(dtype).torch_dtype.itemsize
@@ -253,7 +191,7 @@ def configs(dtype: str) -> list[Config]:
     """The configurations for dtype on the active device (the interpreter's small ones there)."""
     found = arch_configs(current_arch(), dtype, _device_shared_limit())
     if not found:
-        raise ValueError(f"no matmul configuration for {dtype} fits {current_arch()} "
+        raise ValueError(f"no matmul configuration for {dtype} fits {current_arch().name} "
                          f"({_device_shared_limit()} bytes of shared memory per block)")
     return found
 
@@ -364,15 +302,15 @@ def _prune(configs_in, named_args, **kwargs):
     by_size = [c for c in fits if (c.kwargs["BLOCK_M"] <= NARROW_M) == narrow]
     kept = by_size or fits
     if not kept:
-        raise ValueError(f"no matmul configuration for {dtype} fits {arch} ({limit} bytes of shared memory)")
+        raise ValueError(f"no matmul configuration for {dtype} fits {arch.name} ({limit} bytes of shared memory)")
     return kept
 
 
 @lru_cache(maxsize=None)
-def _autotuned(arch: str, cls: str):
+def _autotuned(arch: Arch, cls: str):
     table = config_table()[vendor(arch)][cls]
     chosen = [c for c in table if c.for_arch(arch)]
-    if arch == "interpreter":
+    if arch.is_interpreter:
         chosen = chosen[:1]          # timing on the interpreter means nothing: one small config
     tuned = [triton.Config({**c.constexprs(), **c.options}, num_warps=c.num_warps,
                            num_stages=c.num_stages) for c in chosen]
@@ -435,9 +373,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     arch = current_arch()
     is_fp8 = dtype in FP8_DTYPES
     if is_fp8:
-        if dtype not in fp8_formats(arch):
-            takes = ", ".join(fp8_formats(arch)) or "no fp8 format"
-            raise ValueError(f"{dtype} ({a.dtype}) does not run on {arch}: its matrix units take {takes}")
+        if dtype not in arch.fp8_native:
+            takes = ", ".join(arch.fp8_native) or "no fp8 format"
+            raise ValueError(f"{dtype} ({a.dtype}) does not run on {arch.name}: its matrix units take {takes}")
         if scale_a is None or scale_b is None:
             raise ValueError("fp8 operands need scale_a and scale_b (one-element float32 tensors)")
         _check_scale(scale_a, "scale_a", a.device)
@@ -472,8 +410,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     if config is not None:
         if not isinstance(config, Config):
             raise ValueError(f"config must be a matmul Config (see configs()), got {type(config).__name__}")
-        if config.options and vendor(arch) != "amd":
-            raise ValueError(f"config {config.label} carries AMD options, which {arch} does not take")
+        if config.options and not arch.is_amd:
+            raise ValueError(f"config {config.label} carries AMD options, which {arch.name} does not take")
     if m == 0 or n == 0:
         return out
     if k_major_only(arch, dtype) and _wide_tiles(m, config):
@@ -486,8 +424,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
              for t in (a, b, out)]
     consts = {"WIDE": max(spans) >= INDEX_LIMIT, "HAS_BIAS": bias is not None,
               "HAS_SCALES": is_fp8, "ACTIVATION": activation,
-              "PRECISION": fp32_precision(arch) if dtype == "fp32" else "ieee",
-              "FP8_ACC": fp8_accumulation(arch) if is_fp8 else "none"}
+              "PRECISION": dot_fp32_precision(arch) if dtype == "fp32" else "ieee",
+              "FP8_ACC": arch.fp8_accumulation if is_fp8 else "none"}
     args = (a, b, out, bias, scale_a, scale_b, m, n, k, a.stride(0), a.stride(1), b.stride(0),
             b.stride(1), out.stride(0), out.stride(1))
     consts.update(alignment_hints(args[6:], a.element_size()))
@@ -671,11 +609,12 @@ def _make(spec: dict, device: str) -> dict:
     return {"a": _place(a, spec["a_layout"], device), "b": _place(b, spec["b_layout"], device),
             "bias": None if bias is None else bias.to(device), "scale_a": scale_a, "scale_b": scale_b,
             "activation": spec["activation"], "out_dtype": out_dtype, "config": config,
-            "arch": arch, "precision": fp32_precision(arch) if dtype == "fp32" and arch else None,
-            "fp8_acc": fp8_accumulation(arch) if dtype in FP8_DTYPES and arch else None}
+            "arch": arch and arch.name,
+            "precision": dot_fp32_precision(arch) if dtype == "fp32" and arch else None,
+            "fp8_acc": arch.fp8_accumulation if dtype in FP8_DTYPES and arch else None}
 
 
-def _arch_if_known() -> str | None:
+def _arch_if_known() -> Arch | None:
     """The active arch for the tolerance's record, or None where no device answers (the bench's
     cost model builds inputs on a machine that may have none)."""
     try:
@@ -709,15 +648,6 @@ def _oracle(args):
 
 # The accumulation model behind the tolerance. E_acc bounds |acc - scale * (A @ B)| per element
 # as coef * S + K * tiny(fp32), with S = scale * (|A| @ |B|).
-U_ADD = 2.0 ** -23    # one unit in the last place of fp32's 24-bit significand: what one addend
-                      # loses to a matrix unit that aligns and truncates (Fasi, Higham, Mikaitis,
-                      # Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021);
-                      # round-to-nearest (numpy's sgemm on the interpreter) loses half of it
-U_FP22 = 2.0 ** -13   # NVIDIA fp8 MMA (sm_89, sm_90, sm_120): addends aligned to the largest
-                      # exponent keep 13 fraction bits (DeepSeek-V3 report sec. 3.5.2)
-U_TF32 = 2.0 ** -10   # tf32 keeps 10 fraction bits; Triton may truncate, not round (tl.dot doc)
-ERF_ULP = 4           # erff: HIP documents 4 ULP, CUDA 2; numpy's erf is within 1
-EXP_ULP = 2           # tl.exp: ex2.approx.f32 after a multiply by log2(e) (2 ULP + |x| ULP)
 LIPSCHITZ = {"none": 1.0, "relu": 1.0, "gelu": 1.13, "silu": 1.10}   # max |act'|
 
 
@@ -809,6 +739,7 @@ def _torch_epilogue(c, args):
 def _baselines(args):
     """torch (cuBLAS / hipBLASLt through torch.matmul, torch._scaled_mm, torch._int_mm), and
     FlagGems' mm when it imports. Layout copies the libraries need are made here, untimed."""
+    from ..speed import peers
     a, b, bias = args["a"], args["b"], args["bias"]
     found = {}
     if a.dtype in FLOAT_DTYPES.values():
@@ -819,19 +750,15 @@ def _baselines(args):
         if args["precision"] == "tf32":
             # torch's default fp32 matmul is exact ieee; the library at the kernel's own precision
             # is the like-for-like baseline
-            from ..speed.ceilings import fp32_matmul
             plain = found["torch"]
 
             def tf32():
                 with fp32_matmul(tf32=True):
                     return plain()
             found["torch.matmul tf32"] = tf32
-        try:
-            from flag_gems.ops import mm as gems_mm
-            if bias is None and args["activation"] == "none":
-                found["flaggems"] = lambda: gems_mm(a, b)
-        except ImportError:
-            pass
+        gems = peers.load("flag_gems.ops")   # a failed import is recorded (peers.unavailable)
+        if gems is not None and bias is None and args["activation"] == "none":
+            found[peers.FLAGGEMS] = lambda: gems.mm(a, b)
     elif a.dtype in FP8_DTYPES.values():
         a_row, b_col = a.contiguous(), b.t().contiguous().t()
         sa, sb, out_dtype = args["scale_a"], args["scale_b"], args["out_dtype"]
@@ -871,8 +798,8 @@ def _variant(arch, dtype: str, out: str, cfg: Config, *, b_col: bool, bias: bool
     consts = {"stride_ak": 1, ("stride_bk" if b_col else "stride_bn"): 1, "stride_cn": 1,
               **cfg.constexprs(), "EVEN_K": True, "WIDE": False, "HAS_BIAS": bias,
               "HAS_SCALES": fp8, "ACTIVATION": activation,
-              "PRECISION": fp32_precision(arch.name) if dtype == "fp32" else "ieee",
-              "FP8_ACC": fp8_accumulation(arch.name) if fp8 else "none"}
+              "PRECISION": dot_fp32_precision(arch) if dtype == "fp32" else "ieee",
+              "FP8_ACC": arch.fp8_accumulation if fp8 else "none"}
     if not bias:
         consts["bias_ptr"] = None
     if not fp8:
@@ -885,29 +812,29 @@ def _variant(arch, dtype: str, out: str, cfg: Config, *, b_col: bool, bias: bool
                    divisible_by_16=tuple(n for n in _DIVISIBLE if sig[n] != "constexpr"))
 
 
-def _b_column_major(arch: str, dtype: str, cfg: Config) -> bool:
+def _b_column_major(arch: Arch, dtype: str, cfg: Config) -> bool:
     """The 8-bit cases take B column-major everywhere, as torch._scaled_mm and _int_mm do."""
     return True
 
 
-def _b_as_launched(arch: str, dtype: str, cfg: Config) -> bool:
+def _b_as_launched(arch: Arch, dtype: str, cfg: Config) -> bool:
     """The float case's B is row-major; the launcher makes it K-major where k_major_only says."""
     return k_major_only(arch, dtype) and cfg.block_m > NARROW_M
 
 
 def _variants_for(dtypes_of, out_of, b_col):
-    """The launches of one case on an arch; b_col(arch name, dtype, config): whether B reaches
-    the kernel column-major."""
+    """The launches of one case on an arch; b_col(arch, dtype, config): whether B reaches the
+    kernel column-major."""
     def variants(arch) -> list[Variant]:
         found = []
         for dtype in dtypes_of(arch):
-            cfgs = arch_configs(arch.name, dtype, arch.shared_per_block)
-            found += [_variant(arch, dtype, out_of(dtype), c, b_col=b_col(arch.name, dtype, c))
+            cfgs = arch_configs(arch, dtype, arch.shared_per_block)
+            found += [_variant(arch, dtype, out_of(dtype), c, b_col=b_col(arch, dtype, c))
                       for c in cfgs]
             if cfgs:   # the epilogue once per dtype, on the first configuration
                 act = "relu" if dtype == "int8" else "gelu"
                 found.append(_variant(arch, dtype, out_of(dtype), cfgs[0],
-                                      b_col=b_col(arch.name, dtype, cfgs[0]), bias=True,
+                                      b_col=b_col(arch, dtype, cfgs[0]), bias=True,
                                       activation=act))
         return found
     return variants
@@ -942,7 +869,7 @@ register(Case(
     launch=_launch, oracle=_oracle, tolerance=_tolerance, cost=_cost,
     bench=tuple(_spec(d, s, s, s, b_layout="col", out="bf16") for d in ("fp8e4nv", "fp8e4b8")
                 for s in SQUARES),
-    variants=_variants_for(lambda arch: fp8_formats(arch.name), lambda d: "bf16", b_col=_b_column_major),
+    variants=_variants_for(lambda arch: arch.fp8_native, lambda d: "bf16", b_col=_b_column_major),
     baselines=_baselines, math=("erf", "exp"),
     description="C = act(scale_a scale_b (A @ B) + bias) in bf16, fp8 inputs with per-tensor scales"))
 
@@ -951,7 +878,7 @@ register(Case(
     inputs=_inputs(FP8_REGIMES, ACTIVATIONS, outs=("fp32", "fp16")), make=_make, outputs=_outputs,
     launch=_launch, oracle=_oracle, tolerance=_tolerance, cost=_cost,
     # the same kernel as matmul_fp8 but for the store: one format's configurations suffice
-    variants=_variants_for(lambda arch: fp8_formats(arch.name)[:1], lambda d: "fp32", b_col=_b_column_major),
+    variants=_variants_for(lambda arch: arch.fp8_native[:1], lambda d: "fp32", b_col=_b_column_major),
     baselines=_baselines, math=("erf", "exp"),
     description="the fp8 matmul writing fp32 or fp16 (no bf16 rounding: checkable on the interpreter)"))
 

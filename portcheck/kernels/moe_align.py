@@ -25,7 +25,8 @@ from .. import strategies as S
 from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..oracles.moe import align_block_size as align_ref
 from ..tolerance import exact
-from ._launch import num_warps_for, warp_size
+from ..facts.device import warp_size
+from ._launch import num_warps_for
 
 CHUNK = 128          # assignments per count/place program; place compares CHUNK x CHUNK pairs
 MAX_EXPERTS = 1024

@@ -14,9 +14,7 @@ are left as they were. Tile configs are data, per arch family and average run le
 from __future__ import annotations
 
 import math
-import tomllib
 from functools import lru_cache
-from pathlib import Path
 
 import torch
 import triton
@@ -27,7 +25,8 @@ from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
 from ..oracles.moe import grouped_gemm as grouped_gemm_ref
 from ..tolerance import Tolerance, fmt
-from ._launch import interpreted
+from ..facts.device import current_arch
+from ._configs import AMD_OPTIONS, amd_options, config_file, families, load
 from .moe_align import moe_align_block_size, routing_ids
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -85,9 +84,7 @@ def moe_gemm_kernel(a_ptr, w_ptr, c_ptr, topk_w_ptr, sorted_ptr, expert_ids_ptr,
 
 # ---- tile configs, as data (configs/moe_gemm.toml) ---------------------------------------------
 
-CONFIG_FILE = Path(__file__).with_name("configs") / "moe_gemm.toml"
-FAMILIES = ("interpreter", "sm_80", "sm_89", "sm_90", "sm_100", "gfx90a", "gfx942", "gfx950", "rdna")
-AMD_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
+CONFIG_FILE = config_file("moe_gemm")
 _KEYS = {"runs", "block", "group", "warps", "stages", *AMD_OPTIONS}
 
 
@@ -99,16 +96,16 @@ def _row(entry: dict, where: str) -> tuple:
     bm, bn, bk = entry["block"]
     cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": entry["group"],
            "num_warps": entry["warps"], "num_stages": entry["stages"],
-           "options": {k: entry[k] for k in AMD_OPTIONS if k in entry}}
+           "options": amd_options(entry)}
     return entry.get("runs"), cfg
 
 
 @lru_cache(maxsize=None)
 def config_table() -> dict:
     """{family: {"16bit" | "fp32": [(runs bound or None, config), ...]}}, validated."""
-    data = tomllib.loads(CONFIG_FILE.read_text(encoding="utf-8"))
+    data = load("moe_gemm")
     table = {}
-    for family in FAMILIES:
+    for family in families():
         table[family] = {}
         for cls in ("16bit", "fp32"):
             entries = data.get(family, {}).get(cls)
@@ -124,33 +121,10 @@ def config_table() -> dict:
     return table
 
 
-def arch_family(backend: str, arch) -> str:
-    """The config table for a Triton target (backend, arch): ('cuda', 90) -> 'sm_90'."""
-    if backend == "cuda":
-        cc = int(arch)
-        return ("sm_89" if cc >= 120 else "sm_100" if cc >= 100 else "sm_90" if cc >= 90
-                else "sm_89" if cc == 89 else "sm_80")   # sm_120: 99 KB and mma.sync, like sm_89
-    name = str(arch).split(":")[0]
-    if name.startswith(("gfx11", "gfx12")):
-        return "rdna"
-    if name.startswith("gfx95"):
-        return "gfx950"
-    if name.startswith("gfx94"):
-        return "gfx942"
-    return "gfx90a"
-
-
 def config(family: str, dtype: torch.dtype, run_length: float) -> dict:
     """The tile config of an arch family for a dtype and an average run length T*k/E."""
     rows = config_table()[family]["fp32" if dtype == torch.float32 else "16bit"]
     return next(cfg for upto, cfg in rows if upto is None or run_length <= upto)
-
-
-def active_family() -> str:
-    if interpreted():
-        return "interpreter"
-    target = triton.runtime.driver.active.get_current_target()
-    return arch_family(target.backend, target.arch)
 
 
 def _check(name, t, shape, dtypes, device, unit_last=True):
@@ -200,7 +174,7 @@ def moe_gemm(a: torch.Tensor, w: torch.Tensor, topk_ids: torch.Tensor,
         return out
     if k_dim == 0:
         raise ValueError("a has K = 0 columns")
-    cfg = cfg or config(active_family(), a.dtype, n_tokens * top_k / n_experts)
+    cfg = cfg or config(current_arch().config_family, a.dtype, n_tokens * top_k / n_experts)
     sorted_ids, expert_ids, n_post = moe_align_block_size(topk_ids.contiguous(), n_experts, cfg["BLOCK_M"])
     em = sorted_ids.numel()
     grid = (triton.cdiv(em, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
@@ -357,7 +331,7 @@ DIVISIBLE = ("a_ptr", "w_ptr", "c_ptr", "topk_w_ptr", "sorted_ptr", "expert_ids_
 
 
 def _variants(arch) -> list[Variant]:
-    family = arch_family(arch.backend, arch.triton_arch)
+    family = arch.config_family
     out = []
     for dtype in DTYPES:
         t = "*" + fmt(dtype).triton_name

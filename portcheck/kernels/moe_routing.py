@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 
 from .. import strategies as S
 from ..cases import Case, Cost, Variant, launch_divisibility, register
+from ..facts.numerics import DIV_ULP, EXP_ULP
 from ..oracles.moe import topk_softmax as topk_softmax_ref
 from ..tolerance import Tolerance, exact, fmt
-from ._launch import check_2d, num_warps_for, warp_size
+from ..facts.device import warp_size
+from ._launch import check_2d, num_warps_for
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_EXPERTS = 1024          # one row of logits is held in registers
@@ -156,8 +158,6 @@ def _oracle(args):
     return {"weights": w, "ids": ids}
 
 
-EXP_ULP = 2   # tl.exp: ex2.approx.f32 (PTX ISA: 2 ULP) / v_exp_f32 (1 ULP), after a multiply by log2 e
-DIV_ULP = 2   # fp32 '/' lowers to div.full.f32 on NVIDIA (PTX ISA: 2 ULP)
 
 
 def _tolerance(args, refs, dtype):

@@ -32,8 +32,10 @@ from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
 from ..oracles.attention import default_scale, gather_context, paged_decode_attention as paged_ref
 from ..tolerance import Tolerance, fmt
-from ._launch import compute_units, interpreted
-from .attention import HEAD_DIMS, LOG2E, arch_family, check_heads, check_tensor, convex_combination_bound
+from ..facts.archs import Arch
+from ..facts.device import compute_units, current_arch, interpreted
+from ._configs import amd_options, family_table, load
+from .attention import HEAD_DIMS, LOG2E, check_heads, check_tensor, convex_combination_bound
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 MIN_GROUP_ROWS = 16       # tl.dot needs at least 16 rows: a query group is padded up to it
@@ -51,29 +53,14 @@ class DecodeConfig:
     options: tuple = ()       # AMD compiler knobs, as (name, value) pairs
 
 
-# Keyed by arch family (attention.arch_family). A K tile plus a V tile of BLOCK_N x head_dim per
-# stage: 64 x 128 x 2 B x 2 = 32 KB, so three stages fit everywhere but the 64 KB-LDS AMD parts
-# (whose stream pipeliner keeps one LDS buffer at num_stages=2, read from cross-compiled metadata).
-DECODE_CONFIGS: dict[str, DecodeConfig] = {
-    "sm_80": DecodeConfig(64, 4, 3, 8),
-    "sm_89": DecodeConfig(64, 4, 2, 8),
-    "sm_90": DecodeConfig(64, 4, 3, 8),
-    "sm_100": DecodeConfig(64, 4, 3, 8),
-    "sm_120": DecodeConfig(64, 4, 2, 8),
-    "cdna": DecodeConfig(64, 4, 2, 8, (("waves_per_eu", 2),)),
-    "gfx950": DecodeConfig(64, 4, 2, 8, (("waves_per_eu", 2),)),
-    "rdna3": DecodeConfig(32, 8, 2, 8),     # 4 warps spill 16-32 B at head_dim 128 on gfx1100
-    "rdna4": DecodeConfig(32, 4, 2, 8),
-    "interpreter": DecodeConfig(16, 4, 1, 1),
-}
-MIN_BLOCK_N = min(c.block_n for c in DECODE_CONFIGS.values())
+def arch_config(arch: Arch) -> DecodeConfig:
+    """The decode configuration of an arch, from configs/paged_attention.toml (by config family)."""
+    e = family_table("paged_attention", arch)
+    return DecodeConfig(e["block_n"], e["warps"], e["stages"], e["programs_per_unit"],
+                        tuple(amd_options(e).items()))
 
 
-def active_family() -> str:
-    if interpreted():
-        return "interpreter"
-    target = triton.runtime.driver.active.get_current_target()
-    return arch_family(target.backend, target.arch)
+MIN_BLOCK_N = min(e["block_n"] for e in load("paged_attention").values())
 
 
 def choose_splits(programs: int, max_context: int, block_n: int, units: int, per_unit: int) -> int:
@@ -260,7 +247,7 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     if num_seqs == 0 or max_context_len == 0:
         return out
 
-    cfg = config or DECODE_CONFIGS[active_family()]
+    cfg = config or arch_config(current_arch())
     if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
         raise ValueError(f"BLOCK_N must be a power of two of at least 16 (tl.dot), got {cfg.block_n}")
     programs = num_seqs * heads_kv
@@ -446,8 +433,7 @@ DIVISIBLE = ("q_ptr", "k_cache_ptr", "v_cache_ptr", "block_tables_ptr", "context
 
 
 def _variants(arch) -> list[Variant]:
-    family = arch_family(arch.backend, arch.triton_arch)
-    cfg = DECODE_CONFIGS[family]
+    cfg = arch_config(arch)
     out = []
     for dtype in DTYPES:
         t = "*" + fmt(dtype).triton_name

@@ -33,11 +33,13 @@ from hypothesis import strategies as st
 
 from .. import strategies as S
 from ..cases import Case, Cost, Variant, launch_divisibility, register
-from ..dtypes import fmt
+from ..dtypes import fmt, torch_dtype
 from ..oracles import fp8 as fp8_ref
 from ..oracles import quant as quant_ref
 from ..tolerance import Tolerance, exact
-from ._launch import check_2d, compute_units, interpreted, num_warps_for, warp_size
+from ..facts.archs import Arch
+from ..facts.device import compute_units, current_arch, interpreted, warp_size
+from ._launch import check_2d, num_warps_for
 
 INT8_MAX = 127.0
 SCALE_FLOOR_FACTOR = 512.0     # min scale = 1 / (qmax * 512), vLLM's fp8 min_scaling_factor
@@ -190,19 +192,14 @@ def min_scale_of(out_dtype: torch.dtype) -> float:
     return float(torch.tensor(1.0 / (qmax_of(out_dtype) * SCALE_FLOOR_FACTOR), dtype=torch.float32))
 
 
-def fp8_for(backend: str, arch) -> torch.dtype:
-    """The fp8 dtype the quantization cases use on an arch (Triton's GPUTarget backend and arch)."""
-    if backend == "hip":
-        return torch.float8_e4m3fnuz if arch in ("gfx940", "gfx941", "gfx942") else torch.float8_e4m3fn
-    return torch.float8_e4m3fn if int(arch) >= 89 else torch.float8_e5m2
+def fp8_for(arch: Arch) -> torch.dtype:
+    """The fp8 dtype the quantization cases use on an arch: the arch table's storage format."""
+    return torch_dtype(arch.fp8_storage())
 
 
 def device_fp8() -> torch.dtype:
-    """fp8_for the active device; the interpreter converts any format, and takes OCP e4m3fn."""
-    if interpreted():
-        return torch.float8_e4m3fn
-    t = triton.runtime.driver.active.get_current_target()
-    return fp8_for(t.backend, t.arch)
+    """fp8_for the active device; the interpreter (which converts any format) takes OCP e4m3fn."""
+    return fp8_for(current_arch())
 
 
 def fp8_names_for(target) -> frozenset:
@@ -547,7 +544,7 @@ def _sig_type(dtype) -> str:
 
 def _quant_row_variants(codes: str):
     def variants(arch) -> list[Variant]:
-        out_dtype = torch.int8 if codes == "int8" else fp8_for(arch.backend, arch.triton_arch)
+        out_dtype = torch.int8 if codes == "int8" else fp8_for(arch)
         qt = _sig_type(out_dtype)
         consts = {"QMAX": qmax_of(out_dtype), "MIN_SCALE": min_scale_of(out_dtype),
                   "INT8": out_dtype == torch.int8}
@@ -646,7 +643,7 @@ def _per_tensor_baselines(args):
 
 
 def _per_tensor_variants(arch) -> list[Variant]:
-    out_dtype = fp8_for(arch.backend, arch.triton_arch)
+    out_dtype = fp8_for(arch)
     qt = _sig_type(out_dtype)
     out = []
     bench = _bench_rows()   # the tiles and the divisibility of the bench's launch
@@ -773,7 +770,7 @@ def _dequant_baselines(args):
 
 def _dequant_variants(codes: str):
     def variants(arch) -> list[Variant]:
-        q_dtype = torch.int8 if codes == "int8" else fp8_for(arch.backend, arch.triton_arch)
+        q_dtype = torch.int8 if codes == "int8" else fp8_for(arch)
         bench = _bench_rows()   # the tiles and the divisibility of the bench's launch
         n = bench["cols"]
         cfg = tile_config(bench["rows"], n, arch.warp_size)

@@ -24,7 +24,8 @@ from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..dtypes import fmt
 from ..oracles import rope as rope_ref
 from ..tolerance import Tolerance
-from ._launch import num_warps_for, warp_size
+from ..facts.device import warp_size
+from ._launch import num_warps_for
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 ELEMS_PER_PROGRAM = 4096      # elements of one head block times tokens, per loop step

@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 
 from .. import strategies as S
 from ..cases import Case, Cost, Variant, launch_divisibility, register
-from ..mathacc.functions import documented_bound
+from ..facts.numerics import DIV_ULP, EXP_ULP
 from ..oracles.softmax import softmax as softmax_ref
 from ..tolerance import Tolerance, fmt
-from ._launch import check_2d, check_programs, num_warps_for, persistent_programs, warp_size
+from ..facts.device import warp_size
+from ._launch import check_2d, check_programs, num_warps_for, persistent_programs
 
 MAX_FUSED = 32768          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -162,14 +163,11 @@ def _oracle(args):
     return {"y": softmax_ref(args["x"])}
 
 
-# tl.exp is ex2.approx.f32 (NVIDIA) / v_exp_f32 (AMD) after a multiply by log2(e): the larger of
-# the vendors' documented exp bounds (portcheck math measures it); the argument's rounding,
-# which dominates for large |x - m|, is a separate term of the formula below.
-EXP_ULP = max(documented_bound("exp", vendor) for vendor in ("nvidia", "amd"))
+# EXP_ULP counts tl.exp itself; the argument's rounding, which dominates for large |x - m|, is a
+# separate term of the formula below.
 # the normalisation, in units of u(fp32): the short-row kernel's fp32 `/` lowers to div.full.f32
-# on NVIDIA (PTX ISA: 2 ULP, i.e. 4u); the long-row kernel rounds 1/total once (div_rn) and each
-# product once (2u)
-DIV_U = 4
+# (DIV_ULP ULP, i.e. 4u); the long-row kernel rounds 1/total once (div_rn) and each product once (2u)
+DIV_U = 2 * DIV_ULP
 
 
 def _tolerance(args, refs, dtype):

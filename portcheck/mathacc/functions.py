@@ -11,6 +11,8 @@ from typing import Callable
 
 import torch
 
+from ..facts.numerics import BOUNDS_SOURCE, ULP_BOUNDS  # noqa: F401  BOUNDS_SOURCE: read by reports
+
 
 @dataclass(frozen=True)
 class MathFn:
@@ -18,7 +20,7 @@ class MathFn:
     base: str                  # the mathematical function: exp, log, recip, ...
     spelling: str              # tl | libdevice | operator
     oracle: Callable           # float64 tensor -> float64 tensor
-    cuda_bound: float | None   # CUDA math API documented max ULP (see BOUNDS_SOURCE)
+    cuda_bound: float | None   # CUDA math API documented max ULP (facts.numerics)
     hip_bound: float | None    # HIP math API documented max ULP
 
 
@@ -26,24 +28,12 @@ def _recip(x):
     return 1.0 / x
 
 
-# Documented single-precision maximum errors in ULP.
-# CUDA: CUDA C++ Programming Guide, "Mathematical Functions" appendix, single-precision table
-#   (expf 2, exp2f 2, logf 1, log2f 1, sinf 2, cosf 2, sqrtf 0 (IEEE, -prec-sqrt=true),
-#   rsqrtf 2, erff 2, tanhf 2, x/y 0 (IEEE, -prec-div=true)); the intrinsics behind tl.* lowering
-#   (__expf: "2 + floor(abs(1.173 * x))", __fdividef 2) have wider bounds.
-# HIP: HIP math API reference (ROCm docs), single-precision table: expf 1, logf 2, sinf 1,
-#   tanhf 2, erff 4 (as quoted in shared/FACTS.md); entries not re-checked here are None
-#   (unknown), never guessed.
-BOUNDS_SOURCE = ("CUDA C++ Programming Guide, Mathematical Functions appendix (single precision); "
-                 "HIP math API reference, single-precision functions (ROCm documentation)")
-
-_BASES = {  # base -> (oracle, cuda bound, hip bound)
-    "exp": (torch.exp, 2, 1), "exp2": (torch.exp2, 2, None), "log": (torch.log, 1, 2),
-    "log2": (torch.log2, 1, None), "sin": (torch.sin, 2, 1), "cos": (torch.cos, 2, None),
-    "sqrt": (torch.sqrt, 0, None), "sqrt_rn": (torch.sqrt, 0, None), "rsqrt": (torch.rsqrt, 2, None),
-    "erf": (torch.erf, 2, 4), "tanh": (torch.tanh, 2, 2), "sigmoid": (torch.sigmoid, None, None),
-    "recip": (_recip, 0, None),
+_ORACLES = {  # base -> float64 oracle; the documented bounds are facts.numerics.ULP_BOUNDS
+    "exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2, "sin": torch.sin,
+    "cos": torch.cos, "sqrt": torch.sqrt, "sqrt_rn": torch.sqrt, "rsqrt": torch.rsqrt,
+    "erf": torch.erf, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "recip": _recip,
 }
+_BASES = {base: (oracle, ULP_BOUNDS[base].cuda, ULP_BOUNDS[base].hip) for base, oracle in _ORACLES.items()}
 
 # name -> (base, spelling); the kernel source in kernels.py switches on the name.
 SPELLINGS = {

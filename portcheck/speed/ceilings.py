@@ -11,14 +11,12 @@ table) are reported beside them, never instead of them.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import torch
 import triton
 import triton.language as tl
 
 from .timing import time_callables
-from ..kernels._launch import warp_size
+from ..facts.device import fp32_matmul, warp_size
 
 COPY_BYTES = 1 << 30            # per buffer: 1 GiB read + 1 GiB written per copy
 COPY_AGREEMENT = 0.10           # the copy ceiling must be within 10% of torch's own copy
@@ -96,27 +94,6 @@ def _matmul_callable(key: str, shape, arch):
         b = torch.randint(-64, 64, (n, k), device=dev, dtype=torch.int8).t()
         return (lambda: torch._int_mm(a, b)), "torch._int_mm"
     raise ValueError(f"no matmul ceiling for {key!r}")
-
-
-@contextmanager
-def fp32_matmul(tf32: bool):
-    """fp32 matmuls on tensor cores (tf32) or exact (ieee) for the duration; restored after.
-    torch 2.9+ spells it fp32_precision and refuses a mix of that and the older allow_tf32."""
-    m = torch.backends.cuda.matmul
-    if hasattr(m, "fp32_precision"):
-        old = m.fp32_precision
-        m.fp32_precision = "tf32" if tf32 else "ieee"
-        try:
-            yield
-        finally:
-            m.fp32_precision = old
-    else:
-        old = m.allow_tf32
-        m.allow_tf32 = tf32
-        try:
-            yield
-        finally:
-            m.allow_tf32 = old
 
 
 def measure_matmul(keys=tuple(MATMUL_SHAPES), arch=None, repeats: int = MATMUL_REPEATS) -> dict:

@@ -2,8 +2,8 @@
 import pytest
 
 from portcheck.errors import UsageError
-from portcheck.facts.archs import (ARCHS, arch, arch_from_cuda_capability, arch_from_gcn_name,
-                                     parse_archs)
+from portcheck.facts.archs import (ARCHS, INTERPRETER, arch, arch_from_cuda_capability, arch_from_gcn_name,
+                                     arch_from_triton_target, parse_archs)
 
 TEN = ["sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"]
 
@@ -38,6 +38,29 @@ def test_vendor_facts_used_by_kernels():
     assert arch("sm_80").fp8_formats() is None and arch("gfx90a").fp8_formats() is None
     assert arch("gfx942").fp32_dot_precision() == "tf32" and arch("gfx950").fp32_dot_precision() == "ieee"
     assert arch("gfx942").shared_per_block == 64 * 1024 and arch("gfx950").shared_per_block == 160 * 1024
+
+
+@pytest.mark.parametrize("backend,triton_arch,name", [("cuda", 80, "sm_80"), ("cuda", 90, "sm_90a"),
+                                                     ("cuda", 120, "sm_120"), ("hip", "gfx942:sramecc+:xnack-", "gfx942")])
+def test_triton_target_names_the_row(backend, triton_arch, name):
+    assert arch_from_triton_target(backend, triton_arch) == name
+
+
+@pytest.mark.parametrize("name,storage", [("sm_80", "fp8e5"), ("sm_89", "fp8e4nv"), ("gfx90a", "fp8e4nv"),
+                                          ("gfx942", "fp8e4b8"), ("gfx1201", "fp8e4nv")])
+def test_fp8_storage_is_the_native_e4m3_else_what_triton_converts_to(name, storage):
+    assert arch(name).fp8_storage() == storage
+
+
+def test_sm_120_shares_sm_89s_configurations():
+    """99 KB of shared memory per block and mma.sync on both: one config family."""
+    assert arch("sm_120").shared_per_block == arch("sm_89").shared_per_block
+    assert arch("sm_120").config_family == arch("sm_89").config_family
+
+
+def test_the_interpreter_row_is_not_a_compile_target():
+    assert INTERPRETER.name not in ARCHS and INTERPRETER.is_interpreter
+    assert INTERPRETER.fp32_dot_precision() == "ieee" and INTERPRETER.fp8_storage() == "fp8e4nv"
 
 
 def test_unknown_arch_lists_known():

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from portcheck.kernels import attention as A
+from portcheck.kernels._configs import families, load
 from portcheck.kernels import kv_cache as K
 from portcheck.kernels import paged_attention as P
 from portcheck.oracles import attention as attention_ref
@@ -254,25 +255,21 @@ def test_attention_tolerance_rejects_a_result_off_by_one_key():
 @pytest.mark.parametrize("name", list(ARCHS))
 def test_every_arch_has_a_configuration(name):
     a = ARCHS[name]
-    family = A.arch_family(a.backend, a.triton_arch)
-    assert set(A.ATTENTION_CONFIGS[family]) == set(A.HEAD_DIMS)
-    assert family in P.DECODE_CONFIGS
-    for cfg in A.ATTENTION_CONFIGS[family].values():
+    configs = A.arch_configs(a)
+    assert set(configs) == set(A.HEAD_DIMS)
+    for cfg in configs.values():
         assert cfg.num_warps * a.warp_size <= a.max_threads_per_block
         assert cfg.block_n >= A.MIN_BLOCK_N and cfg.block_m >= 16
         assert not cfg.options or a.is_amd, "AMD compiler options on an NVIDIA config"
-    assert P.DECODE_CONFIGS[family].block_n >= P.MIN_BLOCK_N
+    assert P.arch_config(a).block_n >= P.MIN_BLOCK_N
+    assert not P.arch_config(a).options or a.is_amd
 
 
-@pytest.mark.parametrize("backend,arch,family", [
-    ("cuda", 80, "sm_80"), ("cuda", 86, "sm_89"), ("cuda", 89, "sm_89"), ("cuda", 90, "sm_90"),
-    ("cuda", 100, "sm_100"), ("cuda", 103, "sm_100"), ("cuda", 120, "sm_120"), ("cuda", 121, "sm_120"),
-    ("hip", "gfx90a", "cdna"), ("hip", "gfx942", "cdna"), ("hip", "gfx950", "gfx950"),
-    ("hip", "gfx1100", "rdna3"), ("hip", "gfx1201", "rdna4"),
-])
-def test_the_active_target_picks_its_family(backend, arch, family):
-    """What triton.runtime.driver.active.get_current_target() reports maps to the right table."""
-    assert A.arch_family(backend, arch) == family
+def test_the_config_files_hold_exactly_the_config_families():
+    """A table for every family the arch table names (sm_120 reads sm_89's), and none left over."""
+    for kernel in ("attention", "paged_attention", "moe_gemm"):
+        assert set(load(kernel)) == set(families()), kernel
+    assert ARCHS["sm_120"].config_family == ARCHS["sm_89"].config_family
 
 
 def test_split_heuristic_fills_the_device_and_keeps_splits_long():

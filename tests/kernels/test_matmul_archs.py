@@ -1,59 +1,45 @@
-"""matmul's per-arch decisions agree with the arch table, and its configuration data is sound:
+"""matmul's per-arch decisions come from the arch table, and its configuration data is sound:
 every arch gets configurations for every dtype it takes, each within the arch's threads and
 shared memory, AMD options only for AMD, kpack only where Triton still honours it."""
 import pytest
 
+from portcheck.facts.archs import ARCHS, INTERPRETER
+from portcheck.facts.device import dot_fp32_precision
 from portcheck.kernels import matmul as mm
-from portcheck.facts.archs import ARCHS, arch_from_cuda_capability, arch_from_gcn_name
 
 ALL = sorted(ARCHS)
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_fp32_precision_follows_the_arch_table(name):
-    assert mm.fp32_precision(name) == ARCHS[name].fp32_dot_precision()
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_fp8_formats_are_the_natively_supported_ones(name):
-    a = ARCHS[name]
-    assert mm.fp8_formats(name) == tuple(a.fp8_native)
-    assert set(mm.fp8_formats(name)) <= set(a.fp8_triton)   # Triton accepts what we run
-
-
 def test_interpreter_takes_every_fp8_format_and_ieee():
-    assert set(mm.fp8_formats("interpreter")) == set(mm.FP8_DTYPES)
-    assert mm.fp32_precision("interpreter") == "ieee"
+    assert set(INTERPRETER.fp8_native) == set(mm.FP8_DTYPES)
+    assert dot_fp32_precision(INTERPRETER) == "ieee"
 
 
-@pytest.mark.parametrize("backend,arch,cap", [("cuda", 80, (8, 0)), ("cuda", 89, (8, 9)),
-                                              ("cuda", 90, (9, 0)), ("cuda", 100, (10, 0)),
-                                              ("cuda", 120, (12, 0))])
-def test_cuda_arch_names_match_the_runtime_detection(backend, arch, cap):
-    assert mm.arch_name(backend, arch) == arch_from_cuda_capability(*cap)
-
-
-@pytest.mark.parametrize("gcn", ["gfx942:sramecc+:xnack-", "gfx90a", "gfx1100", "gfx950:xnack-"])
-def test_hip_arch_names_match_the_runtime_detection(gcn):
-    assert mm.arch_name("hip", gcn) == arch_from_gcn_name(gcn)
+@pytest.mark.parametrize("name", ALL)
+def test_fp8_formats_it_runs_are_ones_triton_accepts(name):
+    assert set(ARCHS[name].fp8_native) <= set(ARCHS[name].fp8_triton)
 
 
 @pytest.mark.parametrize("name,mode", [("sm_89", "split"), ("sm_90a", "partial"), ("sm_100a", "fused"),
                                        ("sm_120", "split"), ("gfx942", "fused"), ("gfx950", "fused"),
-                                       ("gfx1201", "fused"), ("interpreter", "fused")])
+                                       ("gfx1201", "fused")])
 def test_fp8_accumulation_promotes_where_the_mma_keeps_13_bits(name, mode):
-    assert mm.fp8_accumulation(name) == mode
+    assert ARCHS[name].fp8_accumulation == mode
+
+
+def test_the_interpreter_accumulates_fp8_in_place():
+    assert INTERPRETER.fp8_accumulation == "fused"
 
 
 def _dtypes(name):
-    return ("fp16", "bf16", "fp32", "int8") + mm.fp8_formats(name)
+    return ("fp16", "bf16", "fp32", "int8") + ARCHS[name].fp8_native
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_every_dtype_has_configs_within_the_arch_limits(name):
     a = ARCHS[name]
     for dtype in _dtypes(name):
-        cfgs = mm.arch_configs(name, dtype, a.shared_per_block)
+        cfgs = mm.arch_configs(a, dtype, a.shared_per_block)
         assert cfgs, f"no {dtype} configuration fits {name}"
         for c in cfgs:
             assert c.num_warps * a.warp_size <= a.max_threads_per_block, (name, c.label)
@@ -70,9 +56,9 @@ def test_variants_cover_every_config_and_dtype(name):
     from portcheck import cases
     by_case = {c.name: c for c in cases.all_cases() if c.family == "matmul"}
     plain = [v for v in by_case["matmul"].variants(a) if "bias" not in v.label]
-    assert len(plain) == sum(len(mm.arch_configs(name, d, a.shared_per_block)) for d in ("fp16", "bf16", "fp32"))
+    assert len(plain) == sum(len(mm.arch_configs(a, d, a.shared_per_block)) for d in ("fp16", "bf16", "fp32"))
     fp8 = by_case["matmul_fp8"].variants(a)
-    assert {v.label.split()[0] for v in fp8} == set(mm.fp8_formats(name))
+    assert {v.label.split()[0] for v in fp8} == set(a.fp8_native)
     for v in plain + fp8:
         assert v.divisible_by_16 and set(v.divisible_by_16) <= set(v.signature)
 
@@ -97,18 +83,19 @@ def test_shared_estimate_prunes_what_would_not_load(name):
     """Configurations left out on an arch are exactly those the estimate puts over its limit."""
     a = ARCHS[name]
     for dtype in ("fp16", "fp32", "int8"):
-        table = [c for c in mm.config_table()[mm.vendor(name)][mm.dtype_class(dtype)] if c.for_arch(name)]
-        kept = mm.arch_configs(name, dtype, a.shared_per_block)
+        table = [c for c in mm.config_table()[mm.vendor(a)][mm.dtype_class(dtype)] if c.for_arch(a)]
+        kept = mm.arch_configs(a, dtype, a.shared_per_block)
         in_bytes = {"fp16": 2, "fp32": 4, "int8": 1}[dtype]
         for c in table:
-            assert (c in kept) == (mm.shared_bytes(c, in_bytes, name) <= a.shared_per_block)
+            assert (c in kept) == (mm.shared_bytes(c, in_bytes, a) <= a.shared_per_block)
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_operands_are_made_k_major_where_the_tf32_matrix_unit_reads_only_k_major(name):
     """wgmma and tcgen05 read tf32 operands from shared memory K-major only; mma.sync, MFMA and
     WMMA load fragments themselves. 16-bit dtypes never need the extra pass."""
-    reads_smem = ARCHS[name].matrix_family in ("wgmma", "tcgen05")
-    assert mm.k_major_only(name, "fp32") == (reads_smem and mm.fp32_precision(name) == "tf32")
-    assert not mm.k_major_only(name, "fp16") and not mm.k_major_only(name, "bf16")
-    assert not mm.k_major_only("interpreter", "fp32")
+    a = ARCHS[name]
+    reads_smem = a.matrix_family in ("wgmma", "tcgen05")
+    assert mm.k_major_only(a, "fp32") == (reads_smem and dot_fp32_precision(a) == "tf32")
+    assert not mm.k_major_only(a, "fp16") and not mm.k_major_only(a, "bf16")
+    assert not mm.k_major_only(INTERPRETER, "fp32")

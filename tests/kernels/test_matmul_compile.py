@@ -9,7 +9,8 @@ from portcheck import cases
 from portcheck.dtypes import fmt
 from portcheck.kernels import matmul as mm
 from portcheck.facts.archs import ARCHS
-from portcheck.compile.compiler import CompileSettings, compile_tasks, variant_task
+from portcheck.compile.plan import CompileSettings, variant_task
+from portcheck.compile.records import compile_tasks
 
 # (arch, case, label prefix): a wgmma pipeline, mma.sync on Hopper (BLOCK_M = 16), the cp.async
 # pipeline, tcgen05, the 99 KB consumer part, CDNA's LDS at its 64 KB limit, RDNA
@@ -36,7 +37,7 @@ def _estimate(arch: str, v) -> int:
     c = v.constexprs
     cfg = mm.Config(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], v.num_warps, v.num_stages)
     in_bytes = 1 if dtype in mm.FP8_DTYPES or dtype == "int8" else fmt(dtype).torch_dtype.itemsize
-    return mm.shared_bytes(cfg, in_bytes, arch)
+    return mm.shared_bytes(cfg, in_bytes, ARCHS[arch])
 
 
 def test_shared_estimate_matches_the_compiler():
@@ -64,8 +65,8 @@ def test_tf32_operands_compile_to_16_byte_copies_only_k_major():
     case = cases.get("matmul")
     tasks, expect = [], []
     for arch in ("sm_90a", "sm_100a"):
-        assert mm.k_major_only(arch, "fp32")
-        cfg = mm.arch_configs(arch, "fp32", ARCHS[arch].shared_per_block)[0]
+        assert mm.k_major_only(ARCHS[arch], "fp32")
+        cfg = mm.arch_configs(ARCHS[arch], "fp32", ARCHS[arch].shared_per_block)[0]
         for b_col in (False, True):
             v = mm._variant(ARCHS[arch], "fp32", "fp32", cfg, b_col=b_col)
             tasks.append(variant_task(v, arch, "matmul", "matmul", "fp32"))
@@ -91,11 +92,11 @@ def test_autotuned_launches_compile_as_the_declared_variants(monkeypatch):
     import dataclasses
 
     from portcheck.compile.capture import capture_case
-    from portcheck.compile.compiler import plan
+    from portcheck.compile.plan import plan
     case = cases.get("matmul")
     tasks = []
     for arch, dtype in (("sm_90a", "fp32"), ("gfx942", "bf16")):
-        monkeypatch.setattr(mm, "current_arch", lambda arch=arch: arch)
+        monkeypatch.setattr(mm, "current_arch", lambda arch=arch: ARCHS[arch])
         mm._autotuned.cache_clear()
         spec = next(s for s in case.bench if s["dtype"] == dtype and s["m"] == s["n"] == 4096)
         captured = capture_case(case, [spec])

@@ -8,6 +8,7 @@ import os
 import pytest
 import torch
 
+from portcheck.facts.device import dot_fp32_precision
 from portcheck.kernels import matmul as mm
 from portcheck.oracles.matmul import abs_product
 from portcheck.oracles.matmul import matmul as matmul_ref
@@ -21,8 +22,8 @@ ROWS = 64   # rows of C compared against float64 at bench sizes (the whole produ
 
 def _bound(a, b, c, dtype, cfg_block_k=None, scale=1.0):
     k = a.shape[1]
-    coef, text = mm.accumulation_bound(dtype, k, cfg_block_k, mm.fp32_precision(mm.current_arch()),
-                                       mm.fp8_accumulation(mm.current_arch()) if dtype in mm.FP8_DTYPES else None)
+    coef, text = mm.accumulation_bound(dtype, k, cfg_block_k, dot_fp32_precision(mm.current_arch()),
+                                       mm.current_arch().fp8_accumulation if dtype in mm.FP8_DTYPES else None)
     u_out = mm.fmt(c.dtype).unit_roundoff
     ref = matmul_ref(a.double(), b.double(), scale=scale)
     s = scale * abs_product(a, b)
@@ -45,8 +46,8 @@ def test_autotuned_bench_shapes_agree_with_float64(dtype, n):
 
 @pytest.mark.parametrize("dtype", ["fp8e4nv", "fp8e4b8"])
 def test_autotuned_fp8_at_bench_size(dtype):
-    if dtype not in mm.fp8_formats(mm.current_arch()):
-        pytest.skip(f"{dtype} does not run on {mm.current_arch()}")
+    if dtype not in mm.current_arch().fp8_native:
+        pytest.skip(f"{dtype} does not run on {mm.current_arch().name}")
     n = 4096
     g = torch.Generator(device="cuda").manual_seed(1)
     a = torch.randn(n, n, device="cuda", generator=g).to(mm.FP8_DTYPES[dtype])
@@ -63,9 +64,9 @@ def test_fp8_accumulation_model_on_the_device():
     each configuration stays within the promoted FP22 bound (sm_89 / sm_90 / sm_120) or the fp32
     one, and the error it does make is printed for the record."""
     arch = mm.current_arch()
-    fmt8 = next(iter(mm.fp8_formats(arch)), None)
+    fmt8 = next(iter(arch.fp8_native), None)
     if fmt8 is None:
-        pytest.skip(f"{arch} runs no fp8")
+        pytest.skip(f"{arch.name} runs no fp8")
     dt = mm.FP8_DTYPES[fmt8]
     k = 8192
     a = torch.full((128, k), 0.234375, device="cuda").to(dt)     # 1.875 * 2^-3
@@ -74,8 +75,8 @@ def test_fp8_accumulation_model_on_the_device():
     exact = k * 0.234375 * 1.875
     for cfg in mm.configs(fmt8):
         c = mm.matmul(a, b, scale_a=one, scale_b=one, out_dtype=torch.float32, config=cfg)
-        coef, text = mm.accumulation_bound(fmt8, k, cfg.block_k, None, mm.fp8_accumulation(arch))
+        coef, text = mm.accumulation_bound(fmt8, k, cfg.block_k, None, arch.fp8_accumulation)
         err = float((c.double() - exact).abs().max())
-        print(f"{arch} {fmt8} {cfg.label}: max error {err:.4g} = {err / exact:.3g} relative; "
+        print(f"{arch.name} {fmt8} {cfg.label}: max error {err:.4g} = {err / exact:.3g} relative; "
               f"bound {coef:.3g} relative ({text})")
         assert err <= coef * exact, (cfg.label, err, coef * exact)

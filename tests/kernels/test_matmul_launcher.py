@@ -5,6 +5,7 @@ import os
 import pytest
 import torch
 
+from portcheck.facts.archs import ARCHS
 from portcheck.kernels import matmul as mm
 from portcheck.oracles.matmul import int_matmul
 from portcheck.oracles.matmul import matmul as matmul_ref
@@ -23,7 +24,7 @@ class _NoLaunch:
 def on_arch(monkeypatch):
     """Pretend the active device is `arch` and make any launch an error."""
     def use(arch: str):
-        monkeypatch.setattr(mm, "current_arch", lambda: arch)
+        monkeypatch.setattr(mm, "current_arch", lambda: ARCHS[arch])
         monkeypatch.setattr(mm, "_kernel", _NoLaunch())
         monkeypatch.setattr(mm, "_autotuned", lambda *a: _NoLaunch())
     return use
@@ -203,7 +204,7 @@ class _StrideSpy:
                                                ("sm_80", torch.float32, False),
                                                ("sm_120", torch.float32, False)])
 def test_tf32_operands_reach_wgmma_and_tcgen05_k_major(monkeypatch, arch, dtype, relaid):
-    monkeypatch.setattr(mm, "current_arch", lambda: arch)
+    monkeypatch.setattr(mm, "current_arch", lambda: ARCHS[arch])
     spy = _StrideSpy()
     monkeypatch.setattr(mm, "_kernel", spy)
     wide = mm.Config(64, 16, 16, 1, 4, 1)            # a wgmma / tcgen05 tile on sm_90a / sm_100a
@@ -219,7 +220,7 @@ def test_tf32_operands_reach_wgmma_and_tcgen05_k_major(monkeypatch, arch, dtype,
 
 def test_the_autotuned_launch_relays_only_past_the_narrow_tiles(monkeypatch):
     """M <= NARROW_M keeps the autotuner to the narrow mma.sync tiles: B is read once, as given."""
-    monkeypatch.setattr(mm, "current_arch", lambda: "sm_90a")
+    monkeypatch.setattr(mm, "current_arch", lambda: ARCHS["sm_90a"])
     spy = _StrideSpy()
     monkeypatch.setattr(mm, "_autotuned", lambda *a: spy)
     b_row = torch.randn(6, 5)
@@ -230,7 +231,7 @@ def test_the_autotuned_launch_relays_only_past_the_narrow_tiles(monkeypatch):
 
 @needs_interpreter
 def test_relaid_operands_give_the_product(monkeypatch):
-    monkeypatch.setattr(mm, "current_arch", lambda: "sm_90a")   # the interpreter ignores tf32
+    monkeypatch.setattr(mm, "current_arch", lambda: ARCHS["sm_90a"])   # the interpreter ignores tf32
     a, b = torch.randn(33, 20).t(), torch.randn(33, 17)           # [20, 33] M-major, [33, 17]
     c = mm.matmul(a, b, config=mm.Config(64, 16, 16, 1, 4, 1))
     ref = matmul_ref(a.double(), b.double())

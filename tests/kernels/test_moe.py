@@ -203,7 +203,7 @@ def test_bf16_routing_on_the_interpreter(regime):
 
 def test_every_arch_has_a_config_family():
     for name, arch in ARCHS.items():
-        family = G.arch_family(arch.backend, arch.triton_arch)
+        family = arch.config_family
         for dtype in (torch.float16, torch.float32):
             for run in (1, 16, 17, 96, 97, 10**6):
                 cfg = G.config(family, dtype, run)
@@ -223,7 +223,8 @@ LIMIT_SAMPLE = ["sm_90a", "sm_89", "sm_120", "gfx90a", "gfx942", "gfx950", "gfx1
 def test_largest_tiles_fit_shared_memory():
     """Triton does not check shared memory / LDS at compile time (FACTS.md): read it from the
     cross-compiled kernel. PORTCHECK_MOE_ALL_VARIANTS=1 compiles every variant of the three cases."""
-    from portcheck.compile.compiler import CompileSettings, compile_tasks, variant_task
+    from portcheck.compile.plan import CompileSettings, variant_task
+    from portcheck.compile.records import compile_tasks
     chosen = []
     if os.environ.get("PORTCHECK_MOE_ALL_VARIANTS") == "1":
         for case in ("moe_topk_softmax", "moe_align", "moe_gemm"):

@@ -85,7 +85,7 @@ def test_fp8_format_the_target_cannot_run_is_refused(no_launch, monkeypatch, arc
 ])
 def test_case_fp8_format_per_arch(arch, expected):
     a = ARCHS[arch]
-    got = Q.fp8_for(a.backend, a.triton_arch)
+    got = Q.fp8_for(a)
     assert got == expected
     assert Q.FP8_DTYPES[got] in Q.fp8_names_for(GPUTarget(a.backend, a.triton_arch, a.warp_size))
     native = a.fp8_formats()

@@ -1,0 +1,86 @@
+"""The active device, as kernels need it: interpreted or not, warp size, compute units, its arch row.
+
+The one place kernels learn about the device they launch on (portcheck.targets is the harness's
+view of targets; kernels never import it). Under TRITON_INTERPRET the answer is the interpreter's
+own row, archs.INTERPRETER, so launchers pick its small configurations, as they always have.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from functools import lru_cache
+
+from .archs import ARCHS, INTERPRETER, Arch, arch_from_triton_target
+
+
+def interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _triton_target():
+    import triton
+    return triton.runtime.driver.active.get_current_target()
+
+
+@lru_cache(maxsize=None)
+def warp_size() -> int:
+    """Threads per warp/wavefront of the active device: 64 on CDNA, 32 on NVIDIA and RDNA."""
+    if interpreted():
+        return INTERPRETER.warp_size
+    return _triton_target().warp_size
+
+
+@lru_cache(maxsize=None)
+def current_arch() -> Arch:
+    """The arch row of the device kernels launch on now (INTERPRETER under TRITON_INTERPRET).
+    A device with no row in the table is refused: its configurations would be guesses."""
+    if interpreted():
+        return INTERPRETER
+    target = _triton_target()
+    name = arch_from_triton_target(target.backend, target.arch)
+    if name not in ARCHS:
+        raise ValueError(f"the device is {name}, which has no row in portcheck/facts/archs.py "
+                         f"(known: {', '.join(ARCHS)}); add one")
+    return ARCHS[name]
+
+
+def dot_fp32_precision(arch: Arch) -> str:
+    """The input precision fp32 tl.dot runs at on an arch: tf32 where its matrix units take it,
+    exact ieee elsewhere (the interpreter multiplies in numpy fp32 whatever is asked)."""
+    return arch.fp32_dot_precision()
+
+
+def compute_units(device=None) -> int:
+    """SMs (NVIDIA) or CUs (AMD) of a GPU: a torch device, or None (or one without an index)
+    for the current device."""
+    import torch
+    index = getattr(device, "index", None)
+    return _compute_units(torch.cuda.current_device() if index is None else index)
+
+
+@lru_cache(maxsize=None)
+def _compute_units(index: int) -> int:
+    import torch
+    return torch.cuda.get_device_properties(index).multi_processor_count   # asked once per device
+
+
+@contextmanager
+def fp32_matmul(tf32: bool):
+    """torch's fp32 matmuls on tensor cores (tf32) or exact (ieee) for the duration; restored after.
+    torch 2.9+ spells it fp32_precision and refuses a mix of that and the older allow_tf32."""
+    import torch
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):
+        old = m.fp32_precision
+        m.fp32_precision = "tf32" if tf32 else "ieee"
+        try:
+            yield
+        finally:
+            m.fp32_precision = old
+    else:
+        old = m.allow_tf32
+        m.allow_tf32 = tf32
+        try:
+            yield
+        finally:
+            m.allow_tf32 = old
