@@ -27,7 +27,8 @@ class BenchSettings:
 
 
 @dataclass
-class Matrix:
+class RunPlan:
+    """What a run checks: a matrix file's [run], [bench] and [compile] tables, validated."""
     path: Path
     targets: list[str] = field(default_factory=lambda: ["auto"])
     kernels: list[str] = field(default_factory=list)      # empty: every registered case
@@ -38,7 +39,7 @@ class Matrix:
     time: bool = True                                     # time each case on a GPU target
     timeout: float = 900.0                                # seconds one case x dtype may run
     bench: BenchSettings = field(default_factory=BenchSettings)
-    compile: object = None    # [compile]: portcheck.compile.compiler.CompileSettings; None: defaults
+    compile: object = None    # [compile]: portcheck.compile.plan.CompileSettings; None: defaults
 
 
 def _line_of(text: str, key: str) -> int:
@@ -48,7 +49,7 @@ def _line_of(text: str, key: str) -> int:
     return 0
 
 
-def load(path: str | Path) -> Matrix:
+def load(path: str | Path) -> RunPlan:
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -76,7 +77,7 @@ def load(path: str | Path) -> Matrix:
     run = data.get("run")
     if not isinstance(run, dict):
         raise UsageError(f"{path}: missing [run] table")
-    m = Matrix(path)
+    m = RunPlan(path)
     for key, value in run.items():
         if key not in _RUN_KEYS:
             raise bad(key, f"is not a known key; known: {', '.join(_RUN_KEYS)}")
@@ -116,10 +117,10 @@ def load(path: str | Path) -> Matrix:
 
 
 def _compile_settings(table, bad):
-    """Validate [compile] (archs, timeout, jobs, lints; see portcheck.compile.compiler)."""
+    """Validate [compile] (archs, timeout, jobs, lints; see portcheck.compile.plan)."""
     if not isinstance(table, dict):
         raise bad("compile", "must be a table")
-    from .compile.compiler import CompileSettings
+    from .compile.plan import CompileSettings
     return CompileSettings.from_table(table, bad)
 
 

@@ -1,4 +1,4 @@
-"""Argument helpers shared by the commands."""
+"""Argument helpers shared by the commands (and the pytest plugin)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -7,6 +7,9 @@ import os
 from pathlib import Path
 
 from ..errors import UsageError
+
+DEFAULT_MATRIX = Path("matrices/default.toml")
+DEFAULT_OVERRIDES = Path("matrices/overrides.toml")
 
 
 def csv(text: str | None) -> list[str]:
@@ -55,3 +58,29 @@ def writable_dir(path: str | Path) -> Path:
 
 def timestamped(base: str | Path) -> Path:
     return Path(base) / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def load_run_plan(path: str | Path | None, default: Path = DEFAULT_MATRIX):
+    """The run plan of the matrix file given, else of `default` when it exists, else the
+    built-in defaults."""
+    from ..matrix import RunPlan, load
+    if path:
+        return load(path)
+    if default.exists():
+        return load(default)
+    return RunPlan(path=Path("<built-in defaults>"))
+
+
+def add_overrides_argument(p) -> None:
+    p.add_argument("--overrides", metavar="TOML",
+                   help=f"overrides manifest to enforce and list (default: {DEFAULT_OVERRIDES} if present); "
+                        "an expired entry fails the command")
+
+
+def overrides_in_force(args, entries) -> list[dict]:
+    """Load the manifest (expired entries raise UsageError) and list every override in force."""
+    from ..overrides import load as load_overrides
+    from ..reports.grid import overrides_in_force as in_force
+    path = Path(args.overrides) if args.overrides else (DEFAULT_OVERRIDES if DEFAULT_OVERRIDES.exists() else None)
+    manifest = load_overrides(path) if path else None
+    return in_force(entries, manifest, str(path) if path else None)

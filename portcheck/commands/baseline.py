@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..reports import gate, grid as merge
 from ..errors import UsageError
-from ..reports.markdown import write_all
+from ..reports.output import write_all
 from ._common import writable_dir
 
 NAME = "baseline"

@@ -15,16 +15,16 @@ from pathlib import Path
 from .. import cases as registry
 from .. import results
 from ..errors import UsageError
-from ..matrix import Matrix, load
+from ..matrix import RunPlan
 from ..overrides import load as load_overrides
-from ..reports.markdown import atomic_write
+from ..reports.output import atomic_write
 from ..facts.archs import ARCHS, parse_archs
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
-from ._common import check_dtypes, csv, json_spec, named_case, timestamped, writable_dir
+from ._common import (DEFAULT_MATRIX, check_dtypes, csv, json_spec, load_run_plan, named_case, timestamped,
+                      writable_dir)
 
 NAME = "bench"
 HELP = "time kernels on this GPU against measured ceilings, baselines and the roofline"
-DEFAULT_MATRIX = Path("matrices/default.toml")
 
 
 def add_arguments(p) -> None:
@@ -50,7 +50,7 @@ def add_arguments(p) -> None:
                         "(specs run in --kernel order, so list the important ones first)")
 
 
-def _settings(args, matrix: Matrix):
+def _settings(args, matrix: RunPlan):
     s = matrix.bench
     if args.repeats is not None:
         if args.repeats < 3:
@@ -67,7 +67,7 @@ def _settings(args, matrix: Matrix):
     return s
 
 
-def _plan(args, matrix: Matrix, settings):
+def _plan(args, matrix: RunPlan, settings):
     from ..speed.runner import plan
     selected = registry.select(csv(args.kernel) or matrix.kernels)
     dtypes = csv(args.dtype) or None
@@ -99,8 +99,7 @@ def main(args) -> int:
             raise UsageError(f"portcheck bench needs a GPU and this machine has none ({why}); "
                              "--model-only writes the roofline model without one")
         select_mode(resolved)   # before any kernel module is imported
-    matrix = load(args.matrix) if args.matrix else (load(DEFAULT_MATRIX) if DEFAULT_MATRIX.exists()
-                                                     else Matrix(path=Path("<built-in defaults>")))
+    matrix = load_run_plan(args.matrix)
     settings = _settings(args, matrix)
     archs = [ARCHS[a] for a in parse_archs(args.arch)] if args.arch else None
     work = _plan(args, matrix, settings)

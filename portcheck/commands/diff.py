@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..reports import diff, grid as merge
-from ..reports.markdown import write_all
+from ..reports.output import write_all
 from ._common import writable_dir
 
 NAME = "diff"

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..reports import gate, grid as merge
-from ..reports.markdown import write_all
-from .report import add_overrides_argument, overrides_in_force
+from ..reports.output import write_all
+from ._common import add_overrides_argument, overrides_in_force
 
 NAME = "gate"
 HELP = "compare results with a baseline; exit 1 on any regression, print a Markdown summary"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import results
 from ..errors import UsageError
-from ..reports.markdown import atomic_write
+from ..reports.output import atomic_write
 from ..facts.archs import ARCHS, parse_archs
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
 from ._common import csv, timestamped, writable_dir

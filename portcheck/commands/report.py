@@ -2,20 +2,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from ..reports import grid as merge
 from ..speed.report import bench_matrix
-from ..overrides import load as load_overrides
 from ..reports.markdown import render as render_markdown
-from ..reports.markdown import write_all
+from ..reports.output import write_all
 from ..reports.html import render as render_html
-from ._common import timestamped, writable_dir
+from ._common import add_overrides_argument, overrides_in_force, timestamped, writable_dir
 
 NAME = "report"
 HELP = ("merge results from several runs (hosts, vendors, compile-only) into matrix.json/.md/.html "
         "(and bench.md where they hold benchmarks)")
-DEFAULT_OVERRIDES = Path("matrices/overrides.toml")
 
 
 def add_arguments(p) -> None:
@@ -26,19 +23,6 @@ def add_arguments(p) -> None:
     p.add_argument("--title", default="portcheck matrix", help="report title")
     add_overrides_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress line")
-
-
-def add_overrides_argument(p) -> None:
-    p.add_argument("--overrides", metavar="TOML",
-                   help=f"overrides manifest to enforce and list (default: {DEFAULT_OVERRIDES} if present); "
-                        "an expired entry fails the command")
-
-
-def overrides_in_force(args, entries) -> list[dict]:
-    """Load the manifest (expired entries raise UsageError) and list every override in force."""
-    path = Path(args.overrides) if args.overrides else (DEFAULT_OVERRIDES if DEFAULT_OVERRIDES.exists() else None)
-    manifest = load_overrides(path) if path else None
-    return merge.overrides_in_force(entries, manifest, str(path) if path else None)
 
 
 def main(args) -> int:

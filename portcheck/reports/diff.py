@@ -20,7 +20,7 @@ from tabulate import tabulate
 from ..errors import UsageError
 from .grid import Entry, newest
 from .progress import Progress
-from .markdown import md_escape
+from .output import md_escape
 
 MAX_ROWS = 300
 

@@ -32,7 +32,7 @@ from tabulate import tabulate
 from ..errors import UsageError
 from .grid import (BASELINE_SCHEMA, PASSED, Entry, finite, in_matrix, key_of, newest, number,
                     shared_cap, timing, vendor_of)
-from .markdown import md_escape
+from .output import md_escape
 
 CHECKS = ("fail", "new-failure", "missing", "error-growth", "spills", "shared-cap", "occupancy", "slowdown")
 TABLE_ROWS = 150   # per table; the rest is counted, so the summary fits a pull-request comment

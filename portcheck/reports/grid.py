@@ -373,7 +373,7 @@ class Cell:
 
 
 @dataclass
-class Matrix:
+class ResultGrid:
     entries: list[Entry]                          # the winning records, in input order
     superseded: list[Superseded]
     sources: list[str]
@@ -425,10 +425,10 @@ class Matrix:
         return (case, dtype, self.archs.index(arch) if arch in self.archs else len(self.archs))
 
 
-def build(entries: list[Entry], overrides: list[dict] | None = None) -> Matrix:
+def build(entries: list[Entry], overrides: list[dict] | None = None) -> ResultGrid:
     winners, superseded = newest(entries)
     sources = list(dict.fromkeys(e.source for e in entries))
-    m = Matrix(winners, superseded, sources, overrides if overrides is not None else recorded_overrides(winners))
+    m = ResultGrid(winners, superseded, sources, overrides if overrides is not None else recorded_overrides(winners))
     for e in winners:
         r = e.record
         if not in_matrix(r):
@@ -440,7 +440,7 @@ def build(entries: list[Entry], overrides: list[dict] | None = None) -> Matrix:
     return m
 
 
-def from_records(records: list[dict], source: str = "results.jsonl") -> Matrix:
+def from_records(records: list[dict], source: str = "results.jsonl") -> ResultGrid:
     """A matrix of one run's records as they are (no validation): for `portcheck run` and pytest."""
     return build([Entry(r, source, i + 1, i) for i, r in enumerate(records)])
 

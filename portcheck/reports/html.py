@@ -8,12 +8,12 @@ scripts outright, so even a missed escape could not run one.
 """
 from __future__ import annotations
 
-import html
 import json
 import math
 
-from .grid import PASSED, Cell, Matrix, number, roofline, timing, vendor_of
+from .grid import PASSED, Cell, ResultGrid, number, roofline, timing, vendor_of
 from .markdown import EVIDENCE_MARK, VERDICT_MARK, ratio_text
+from .output import html_escape as esc
 
 EVIDENCE_TEXT = {"gpu": "ran on the GPU", "interpreter": "ran in Triton's CPU interpreter",
                  "compile": "compiled only"}
@@ -21,10 +21,6 @@ _GREEN, _YELLOW, _RED = (26, 152, 80), (254, 224, 139), (215, 48, 39)
 VERDICT_COLOR = {"fail": _RED, "xpass": (244, 109, 67), "error": (165, 0, 38), "xfail": (178, 171, 210),
                  "skip": (224, 224, 224)}
 COMPILED_COLOR = (158, 202, 225)
-
-
-def esc(value) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
 
 
 def _mix(a, b, t: float) -> tuple:
@@ -74,7 +70,7 @@ code{background:#f0f0f0;padding:0 .2rem;word-break:break-all}
 
 
 class _Page:
-    def __init__(self, m: Matrix):
+    def __init__(self, m: ResultGrid):
         self.m = m
         self.ids: dict[tuple, str] = {}
         for i, key in enumerate(sorted(m.cells, key=m._sort)):
@@ -218,7 +214,7 @@ def _fmt(v) -> str:
     return "-" if v is None else str(v)
 
 
-def render(m: Matrix, title: str = "portcheck report") -> str:
+def render(m: ResultGrid, title: str = "portcheck report") -> str:
     page = _Page(m)
     hosts = sorted({(e.record.get("provenance") or {}).get("host") or "?" for e in m.entries})
     counts = "; ".join(f"{k}: " + ", ".join(f"{n} {VERDICT_MARK[v]}" for v, n in m.counts(k).items())

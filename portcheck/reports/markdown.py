@@ -3,21 +3,20 @@ comment, with the detail (failures, overrides, compile resources, benchmarks, su
 tolerances, provenance) in collapsed blocks below it.
 
 Every string that comes from a kernel, an error or a file goes through `md_escape` (or
-`md_code`), so a kernel named `<script>` or `[x](javascript:...)` stays inert text.
+`md_code`, both in reports/output.py), so a kernel named `<script>` or `[x](javascript:...)`
+stays inert text.
 """
 from __future__ import annotations
 
 import json
 import math
-import os
-import re
-import tempfile
-from pathlib import Path
 
 from tabulate import tabulate
 
-from .grid import (PASSED, SEVERITY, Cell, Matrix, from_records, in_matrix, number, roofline, timing,
-                    vendor_of)
+from ..compile import report as compile_report
+from .grid import (PASSED, SEVERITY, Cell, ResultGrid, from_records, in_matrix, number, roofline, timing,
+                   vendor_of)
+from .output import md_code, md_escape
 
 VERDICT_MARK = {"pass": "ok", "fail": "FAIL", "error": "ERROR", "xfail": "xfail", "xpass": "XPASS",
                 "skip": "skip"}
@@ -26,68 +25,6 @@ COMMENT_LIMIT = 60000   # GitHub refuses comments over 65536 characters
 LEGEND = ("Cells: verdict, then the worst error over its tolerance (1 = at the tolerance). Evidence: "
           "**G** ran on the GPU, **I** ran in Triton's CPU interpreter (checks the algorithm, not the "
           "GPU's low-precision arithmetic), **C** compiled only (cross-compiled, never run).")
-
-
-def _file_mode() -> int:
-    """The mode a plain open() would give a new file (mkstemp's own is 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def _stage(path: Path, text: str) -> str:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _file_mode())
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write through a temporary file and rename, so a reader never sees half a report."""
-    write_all({Path(path): text})
-
-
-def write_all(files: dict) -> None:
-    """Write several files so that a failure leaves every old file as it was: all texts go to
-    temporary files first, and only when every one is on disk are they renamed into place."""
-    staged: list[tuple[str, Path]] = []
-    try:
-        for path, text in files.items():
-            staged.append((_stage(Path(path), text), Path(path)))
-        for tmp, path in staged:
-            os.replace(tmp, path)
-    finally:
-        for tmp, _ in staged:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-
-# underscores stay: GitHub never reads an intraword '_' as emphasis, and kernel names are full of them
-_MD_SPECIAL = re.compile(r"([\\`*\[\]|~])")
-
-
-def md_escape(text) -> str:
-    """Inert Markdown text: HTML characters as entities, Markdown punctuation backslashed, no
-    line breaks (a table cell or list item stays one line)."""
-    text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _MD_SPECIAL.sub(r"\\\1", text)
-    return re.sub(r"\s*[\r\n]+\s*", " ", text)
-
-
-def md_code(text) -> str:
-    """`text` as inline code when that is safe (no backtick, pipe, HTML or line break), else
-    escaped plain text: a code span shows its content literally, entities included."""
-    text = str(text)
-    if not text or re.search(r"[`|<>&\r\n]", text):
-        return md_escape(text)
-    return f"`{text}`"
 
 
 def ratio_text(x) -> str:
@@ -103,13 +40,6 @@ def ratio_text(x) -> str:
     if x < 0.01:
         return "<0.01"
     return f"{x:.2g}" if x < 10 else (f"{x:.0f}" if x < 1e6 else ">1e6")
-
-
-def _size(n) -> str:
-    n = number(n)
-    if n is None:
-        return "-"
-    return f"{n / 1024:.0f} KB" if n >= 1024 else f"{n:.0f} B"
 
 
 def accuracy_cell(c: Cell | None) -> str:
@@ -140,7 +70,7 @@ def speed_cell(c: Cell | None) -> str:
     return f"{100 * s['fraction']:.0f}%" + ("" if s["basis"] == "measured ceiling" else " (peak)")
 
 
-def _table(m: Matrix, render, rows=None) -> str:
+def _table(m: ResultGrid, render, rows=None) -> str:
     rows = rows if rows is not None else m.rows
     body = [[md_escape(case), md_escape(dtype), *(render(m.cell(case, dtype, a)) for a in m.archs)]
             for case, dtype in rows]
@@ -148,7 +78,7 @@ def _table(m: Matrix, render, rows=None) -> str:
     return tabulate(body, headers=heads, tablefmt="github", disable_numparse=True)
 
 
-def _summary(m: Matrix) -> list[str]:
+def _summary(m: ResultGrid) -> list[str]:
     hosts = sorted({(e.record.get("provenance") or {}).get("host") or "?" for e in m.entries})
     vendors = {}
     for a in m.archs:
@@ -174,7 +104,7 @@ def _details(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def _failures(m: Matrix, most: int = 40) -> list[str]:
+def _failures(m: ResultGrid, most: int = 40) -> list[str]:
     out = []
     bad = [e for e in sorted(m.entries, key=lambda e: -SEVERITY[e.record["verdict"]])
            if e.record["verdict"] not in PASSED]
@@ -194,7 +124,7 @@ def _failures(m: Matrix, most: int = 40) -> list[str]:
     return out
 
 
-def _overrides(m: Matrix) -> list[str]:
+def _overrides(m: ResultGrid) -> list[str]:
     out = []
     for o in m.overrides:
         factor = f" x{o['factor']:g}" if o.get("action") == "tolerance" and o.get("factor") else ""
@@ -207,34 +137,17 @@ def _overrides(m: Matrix) -> list[str]:
 
 
 def compile_cell(c: Cell | None) -> str:
-    """regs / spills / shared per block / occupancy, the worst over the cell's variants."""
-    comp = c.compiled() if c is not None else None
-    if comp is None:
-        return ""
-    if comp["verdict"] not in PASSED:
-        return f"{VERDICT_MARK[comp['verdict']]} {comp['failed']}/{comp['variants']}"
-    parts = []
-    if comp["regs"] is not None:
-        parts.append(f"{comp['regs']:.0f}r")
-    if comp["spills"]:
-        parts.append(f"SPILL {comp['spills']:.0f}")
-    if comp["shared"] is not None:
-        parts.append(_size(comp["shared"]).replace(" ", "") + (" OVER" if comp["over_cap"] else ""))
-    if comp["occupancy"] is not None:
-        parts.append(f"occ {comp['occupancy']:g}")
-    return " ".join(parts) or "ok"
+    return md_escape(compile_report.cell([e.record for e in c.compile])) if c is not None else ""
 
 
-def _compile_table(m: Matrix) -> list[str]:
+def _compile_table(m: ResultGrid) -> list[str]:
     rows = [r for r in m.rows if any(m.cell(*r, a) is not None and m.cell(*r, a).compile for a in m.archs)]
     if not rows:
         return []
-    return ["Worst over each cell's compiled variants: registers per thread (r), spilled registers, "
-            "shared memory / LDS per block (OVER: above the arch's cap), occupancy.", "",
-            _table(m, compile_cell, rows)]
+    return [compile_report.CELL_LEGEND, "", _table(m, compile_cell, rows)]
 
 
-def _lints(m: Matrix) -> list[str]:
+def _lints(m: ResultGrid) -> list[str]:
     out = []
     for e in m.entries:
         for lint in e.record.get("lints") or ():
@@ -245,7 +158,7 @@ def _lints(m: Matrix) -> list[str]:
     return out
 
 
-def _bench_table(m: Matrix) -> list[str]:
+def _bench_table(m: ResultGrid) -> list[str]:
     """Measured benchmarks (model rows and the device-ceilings record are not kernel timings)."""
     rows = []
     for e in m.entries:
@@ -271,7 +184,7 @@ def _bench_table(m: Matrix) -> list[str]:
                      disable_numparse=True)]
 
 
-def _tolerances(m: Matrix) -> list[str]:
+def _tolerances(m: ResultGrid) -> list[str]:
     out, seen = [], set()
     for r in m.records("runtime"):
         for name, tol in (r.get("tolerance") or {}).items():
@@ -283,7 +196,7 @@ def _tolerances(m: Matrix) -> list[str]:
     return out
 
 
-def _provenance(m: Matrix) -> list[str]:
+def _provenance(m: ResultGrid) -> list[str]:
     rows, seen = [], set()
     for e in m.entries:
         r, p = e.record, e.record.get("provenance") or {}
@@ -298,7 +211,7 @@ def _provenance(m: Matrix) -> list[str]:
                      disable_numparse=True)]
 
 
-def _superseded(m: Matrix) -> list[str]:
+def _superseded(m: ResultGrid) -> list[str]:
     return [f"- {md_escape(s.describe())}" for s in m.superseded]
 
 
@@ -308,7 +221,7 @@ def _capped(lines: list[str], what: str, most: int = 120) -> list[str]:
     return lines[:most] + [f"- ... and {len(lines) - most} more {what}: see matrix.html"]
 
 
-def render(m: Matrix, title: str = "portcheck report", limit: int = COMMENT_LIMIT) -> str:
+def render(m: ResultGrid, title: str = "portcheck report", limit: int = COMMENT_LIMIT) -> str:
     """The whole Markdown report; detail blocks that would push it past `limit` are left out,
     with a note that points to matrix.html and matrix.json."""
     head = [f"# {md_escape(title)}", "", *_summary(m), "", LEGEND, "", "## Accuracy", "",

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-
-def _esc(text) -> str:
-    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("|", "\\|").replace("\n", " "))
+from ..reports.output import md_code, md_escape
 
 
 def _us(ms) -> str:
@@ -90,6 +87,10 @@ def _flags(r: dict) -> str:
             flags.append(f"goal unmet: {g['goal']}")
     if b.get("kernel", {}).get("note"):
         flags.append(b["kernel"]["note"])
+    after = (b.get("clocks") or {}).get("after") or {}
+    slowed = [x for x in after.get("throttle_reasons") or () if x != "gpu_idle"]
+    if slowed:
+        flags.append(f"clocks held back after the run: {', '.join(slowed)}")
     return "; ".join(flags)
 
 
@@ -104,10 +105,10 @@ def _ceiling_lines(c: dict | None, arch_row) -> list[str]:
              f"{'within' if cp['agrees_with_torch_copy'] else 'OUTSIDE'} 10%)."]
     mm = []
     for key, v in ce["matmul"].items():
-        mm.append(f"{key} {v['tflops']:,.0f}" if "tflops" in v else f"{key} n/a ({_esc(v.get('error', ''))[:80]})")
+        mm.append(f"{key} {v['tflops']:,.0f}" if "tflops" in v else f"{key} n/a ({md_escape(str(v.get('error', ''))[:80])})")
     lines.append(f"Vendor-library matmul TFLOP/s: {', '.join(mm)}.")
     if arch_row:
-        lines.append(f"Datasheet ({_esc(arch_row.get('example'))}): {arch_row.get('peak_gbs', 0):,.0f} GB/s; "
+        lines.append(f"Datasheet ({md_escape(arch_row.get('example'))}): {arch_row.get('peak_gbs', 0):,.0f} GB/s; "
                      + ", ".join(f"{k} {v:g}" for k, v in arch_row.get("peak_tflops", {}).items())
                      + " TFLOP/s.")
     return lines
@@ -124,26 +125,26 @@ def _measured_section(recs: list[dict], ceilings: dict | None) -> list[str]:
     first = recs[0] if recs else ceilings
     p = first.get("provenance", {})
     uuid = p.get("gpu_uuid")
-    title = (f"### {_esc(p.get('device', '?'))} ({first['target']}/{first['arch']}), host "
-             f"{_esc(p.get('host', '?'))}" + (f", GPU {_esc(str(uuid)[:13])}" if uuid else ""))
+    title = (f"### {md_escape(p.get('device', '?'))} ({first['target']}/{first['arch']}), host "
+             f"{md_escape(p.get('host', '?'))}" + (f", GPU {md_escape(str(uuid)[:13])}" if uuid else ""))
     lines = [title, ""] + _ceiling_lines(ceilings, _arch_row(first["arch"])) + [""]
     rows = []
     for r in recs:
         b = r.get("bench", {})
         if r["verdict"] in ("error", "skip") or "kernel" not in b:
-            rows.append([_esc(r["case"]), _esc(r.get("variant", "")),
+            rows.append([md_escape(r["case"]), md_escape(r.get("variant", "")),
                          "ERROR" if r["verdict"] == "error" else "not timed", "", "", "", "", "", "",
-                         "", _esc(r.get("message", ""))])
+                         "", md_escape(r.get("message", ""))])
             continue
         k = b["kernel"]
-        rows.append([_esc(r["case"]), _esc(r.get("variant", "")),
+        rows.append([md_escape(r["case"]), md_escape(r.get("variant", "")),
                      f"{_us(k['median_ms'])} ±{k['rel_spread']:.1%}",
                      k["method"] + ("" if k["sets"] == 1 else f" x{k['sets']} sets"),
                      _num(b.get("gbs")), _tflops(b.get("tflops")),
                      f"{_pct(b.get('fraction_of_ceiling'))} ({b.get('ceiling', {}).get('bound', '?')[0]})",
                      _pct(b.get("fraction_of_datasheet")),
-                     _esc(_baselines_text(b.get("baselines", {}))), _clock_text(b.get("clocks")),
-                     _esc(_flags(r))])
+                     md_escape(_baselines_text(b.get("baselines", {}))), _clock_text(b.get("clocks")),
+                     md_escape(_flags(r))])
     lines.append(tabulate(rows, headers=["kernel", "spec", "time µs ±IQR/median", "timing", "GB/s",
                                          "TFLOP/s", "of ceiling (bound)", "of datasheet",
                                          "speed-up vs baselines", "SM MHz before→after", "flags"],
@@ -173,7 +174,7 @@ def _host_time_lines(recs: list[dict]) -> list[str]:
 
 
 def _goals_section(measured: list[dict]) -> list[str]:
-    rows = [[_esc(r["case"]), _esc(r.get("variant", "")), _esc(g["goal"]),
+    rows = [[md_escape(r["case"]), md_escape(r.get("variant", "")), md_escape(g["goal"]),
              f"{g['value']:.3f}", "met" if g["met"] else "**NOT MET**"]
             for r in measured for g in r.get("bench", {}).get("goals", [])]
     if not rows:
@@ -190,7 +191,7 @@ def _repeat_section(measured: list[dict]) -> list[str]:
             continue
         k, rep = b["kernel"], b["repeat"]
         allowed = max(k["iqr_ms"], rep["iqr_ms"], k.get("resolution_ms", 0), rep.get("resolution_ms", 0))
-        rows.append([_esc(r["case"]), _esc(r.get("variant", "")), _us(k["median_ms"]), _us(rep["median_ms"]),
+        rows.append([md_escape(r["case"]), md_escape(r.get("variant", "")), _us(k["median_ms"]), _us(rep["median_ms"]),
                      _us(abs(k["median_ms"] - rep["median_ms"])), _us(allowed),
                      "yes" if b["repeat_agrees"] else "**NO**",
                      f"{k['drift']:.1%}" if "drift" in k else "-"])
@@ -223,7 +224,7 @@ def _model_section(models: list[dict]) -> list[str]:
         if m.get("compute_ms") is None and b["flops"]:
             cell += "*"
         table.setdefault((r["case"], r.get("variant", ""), b["bytes"], b["flops"]), {})[r["arch"]] = cell
-    rows = [[_esc(c), _esc(v), _sig(nb / 1e6), _sig(nf / 1e9), *(cells.get(a, "") for a in archs)]
+    rows = [[md_escape(c), md_escape(v), _sig(nb / 1e6), _sig(nf / 1e9), *(cells.get(a, "") for a in archs)]
             for (c, v, nb, nf), cells in table.items()]
     return ["### Roofline model for archs with no device here (datasheet peaks; a model, not a measurement)",
             "", "Floor = max(bytes / peak bandwidth, flops / peak matrix rate of the dtype), in µs; "
@@ -241,9 +242,9 @@ def _provenance_section(measured: list[dict], ceilings: list[dict]) -> list[str]
         if key in seen:
             continue
         seen.add(key)
-        rows.append([_esc(x if x is not None else "-") for x in key[:6]]
-                     + [_esc(p.get("CUDA_VISIBLE_DEVICES", p.get("HIP_VISIBLE_DEVICES", "-"))),
-                        _esc(p.get("timestamp", "-")), f"`{key[6]}`"])
+        rows.append([md_escape(x if x is not None else "-") for x in key[:6]]
+                     + [md_escape(p.get("CUDA_VISIBLE_DEVICES", p.get("HIP_VISIBLE_DEVICES", "-"))),
+                        md_escape(p.get("timestamp", "-")), md_code(key[6])])
     if not rows:
         return []
     return ["### Provenance of the measured figures", "",
@@ -282,6 +283,6 @@ def bench_matrix(records: list[dict]) -> str:
         missing.update(r.get("bench", {}).get("peers_unavailable", {}))
     if missing:
         lines += ["Peers that did not import (their baselines are absent): "
-                  + "; ".join(f"`{m}`: {_esc(why)}" for m, why in missing.items()), ""]
+                  + "; ".join(f"`{m}`: {md_escape(why)}" for m, why in missing.items()), ""]
     lines += _model_section(models) + _provenance_section(measured, ceilings)
     return "\n".join(lines) + "\n"

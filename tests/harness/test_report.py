@@ -8,10 +8,12 @@ import pytest
 
 from portcheck import cli
 from portcheck.reports import grid as merge
-from portcheck.reports.markdown import COMMENT_LIMIT, markdown, md_escape
+from portcheck.reports.markdown import COMMENT_LIMIT, markdown
+from portcheck.reports.output import md_escape
 from portcheck.results import Result
-from portcheck.schema import Invalid, SchemaError, Validator, check_result, result_schema
-from tests.support.report_records import ARCHS10, compile_rec, real_run, runtime, two_vendors_and_compile, write
+from portcheck.schema import Invalid, check_result, result_schema
+from tests.support.report_records import (ARCHS10, bench_rec, compile_rec, real_run, runtime, two_vendors_and_compile,
+                                          write)
 
 XSS = "<script>alert('pwn')</script>"
 
@@ -40,10 +42,31 @@ def test_schema_covers_every_result_field():
     assert props == fields, (props ^ fields)
 
 
-def test_schema_uses_only_what_the_validator_checks():
-    Validator(result_schema())   # raises SchemaError on an unsupported keyword
-    with pytest.raises(SchemaError, match="oneOf"):
-        Validator({"type": "object", "properties": {"x": {"oneOf": [{"type": "string"}]}}})
+def _keywords(schema):
+    """Every keyword used in a schema (property names and $defs names are not keywords)."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key in ("properties", "$defs"):
+                for sub in value.values():
+                    yield from _keywords(sub)
+            elif key not in ("enum", "const", "required"):
+                yield key
+                yield from _keywords(value)
+    elif isinstance(schema, list):
+        for sub in schema:
+            yield from _keywords(sub)
+
+
+def test_schema_uses_only_keywords_jsonschema_checks():
+    """jsonschema ignores an unknown keyword (a typo like 'minimun'): none may be in the file."""
+    from jsonschema import Draft202012Validator
+    schema = result_schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(schema)
+    annotations = {"$schema", "$id", "title", "description", "$comment"}
+    with_if = {"then", "else"}   # jsonschema evaluates these under "if"
+    unchecked = set(_keywords(schema)) - set(Draft202012Validator.VALIDATORS) - annotations - with_if
+    assert not unchecked
 
 
 @pytest.mark.parametrize("build", [
@@ -61,12 +84,15 @@ def test_records_validate(build):
 @pytest.mark.parametrize("change,words", [
     (lambda r: r.update(schema="portcheck.result/2"), ["schema version 'portcheck.result/2'", "portcheck.result/1"]),
     (lambda r: r.update(schema="something/1"), ["not a portcheck result record"]),
-    (lambda r: r.pop("verdict"), ["missing required field 'verdict'"]),
-    (lambda r: r.update(verdict="great"), ["verdict", '"great" is not one of']),
-    (lambda r: r.update(kind="compile"), ["evidence", "must be \"compile\""]),
-    (lambda r: r["provenance"].pop("host"), ["provenance", "'host'"]),
-    (lambda r: r["metrics"].update(max_ulp=-1.0), ["metrics.max_ulp", "below the minimum"]),
-    (lambda r: r.update(examples="many"), ["examples: expected integer"]),
+    (lambda r: r.pop("verdict"), ["<record>: 'verdict' is a required property"]),
+    (lambda r: r.update(verdict="great"), ["verdict: 'great' is not one of"]),
+    (lambda r: r.update(kind="compile"), ["evidence: 'compile' was expected"]),
+    (lambda r: r["provenance"].pop("host"), ["provenance: 'host' is a required property"]),
+    (lambda r: r["metrics"].update(max_ulp=-1.0), ["metrics.max_ulp: -1.0 is less than the minimum of 0"]),
+    (lambda r: r.update(examples="many"), ["examples: 'many' is not of type 'integer'"]),
+    (lambda r: r.update(override={"case": "x", "action": "xfail", "reason": "", "link": "", "expires": "soon"}),
+     ["override.reason: '' should be non-empty", "override.expires: 'soon' does not match"]),
+    (lambda r: r.update(lints=[{"rule": "spills"}]), ["lints[0]: 'message' is a required property"]),
 ])
 def test_invalid_records_are_named(change, words):
     r = runtime("softmax", "fp16", "cuda", "sm_90a")
@@ -75,6 +101,34 @@ def test_invalid_records_are_named(change, words):
         check_result(r)
     for w in words:
         assert w in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_a_nan_time_is_refused_a_nan_error_is_not():
+    """JSON has no NaN but Python's json reads one: an error metric may be NaN (a NaN output),
+    a time must be greater than zero and NaN is not."""
+    r = runtime("softmax", "fp16", "cuda", "sm_90a")
+    r["metrics"]["worst_ratio"] = float("nan")
+    check_result(r)
+    b = bench_rec("softmax", "fp16", "cuda", "sm_90a", 0.1)
+    check_result(b)
+    b["bench"]["kernel"]["median_ms"] = float("nan")
+    with pytest.raises(Invalid, match="bench.kernel.median_ms: nan is not greater than 0"):
+        check_result(b)
+
+
+def test_reading_without_jsonschema_says_what_to_install(monkeypatch):
+    """The GPU machine reaches no package registry: a missing jsonschema is one clear line."""
+    import sys
+    from portcheck import schema
+    from portcheck.errors import UsageError
+    monkeypatch.setitem(sys.modules, "jsonschema", None)
+    schema.result_validator.cache_clear()
+    try:
+        with pytest.raises(UsageError, match="pip install jsonschema"):
+            check_result(runtime("softmax", "fp16", "cuda", "sm_90a"))
+    finally:
+        schema.result_validator.cache_clear()
 
 
 def test_a_real_run_validates_and_reports(tmp_path_factory):
@@ -240,7 +294,7 @@ def _bad_inputs(tmp_path):
         "not-json": ("this is not json\n", ["line 1 is not JSON"]),
         "empty": ("", ["holds no result records"]),
         "version": (json.dumps(v2) + "\n", ["schema version 'portcheck.result/2'"]),
-        "invalid": (good.replace('"verdict": "pass"', '"verdict": "maybe"') + "\n", ['"maybe" is not one of']),
+        "invalid": (good.replace('"verdict": "pass"', '"verdict": "maybe"') + "\n", ["results.jsonl, line 1: verdict: 'maybe' is not one of"]),
         "binary": (None, ["not UTF-8"]),
     }
 

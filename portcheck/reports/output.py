@@ -1,0 +1,77 @@
+"""Output safety for every report: atomic file writes, and the one Markdown escaper and the one
+HTML escaper that every string from a kernel, an error or a file goes through, so a kernel named
+`<script>` or `[x](javascript:...)` stays inert text."""
+from __future__ import annotations
+
+import html
+import os
+import re
+import tempfile
+from pathlib import Path
+
+
+def _file_mode() -> int:
+    """The mode a plain open() would give a new file (mkstemp's own is 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _stage(path: Path, text: str) -> str:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _file_mode())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write through a temporary file and rename, so a reader never sees half a report."""
+    write_all({Path(path): text})
+
+
+def write_all(files: dict) -> None:
+    """Write several files so that a failure leaves every old file as it was: all texts go to
+    temporary files first, and only when every one is on disk are they renamed into place."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, text in files.items():
+            staged.append((_stage(Path(path), text), Path(path)))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+# underscores stay: GitHub never reads an intraword '_' as emphasis, and kernel names are full of them
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|~])")
+
+
+def md_escape(text) -> str:
+    """Inert Markdown text: HTML characters as entities, Markdown punctuation backslashed, no
+    line breaks (a table cell or list item stays one line)."""
+    text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return re.sub(r"\s*[\r\n]+\s*", " ", text)
+
+
+def md_code(text) -> str:
+    """`text` as inline code when that is safe (no backtick, pipe, HTML or line break), else
+    escaped plain text: a code span shows its content literally, entities included."""
+    text = str(text)
+    if not text or re.search(r"[`|<>&\r\n]", text):
+        return md_escape(text)
+    return f"`{text}`"
+
+
+def html_escape(value) -> str:
+    """Inert HTML text or attribute value (quotes included); None is empty."""
+    return html.escape("" if value is None else str(value), quote=True)
