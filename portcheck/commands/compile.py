@@ -17,13 +17,12 @@ from pathlib import Path
 from .. import cases as registry
 from .. import results
 from ..errors import UsageError
-from ..matrix import Matrix, load
+from ..matrix import RunPlan
 from ..facts.archs import parse_archs
-from ._common import csv, timestamped, writable_dir
+from ._common import DEFAULT_MATRIX, csv, load_run_plan, timestamped, writable_dir
 
 NAME = "compile"
 HELP = "cross-compile every kernel variant for every arch (no GPU needed) and lint the result"
-DEFAULT_MATRIX = Path("matrices/default.toml")
 
 
 def add_arguments(p) -> None:
@@ -42,9 +41,9 @@ def add_arguments(p) -> None:
                    help="render the compile matrix of earlier runs (their results.jsonl) instead of compiling")
 
 
-def _settings(args, matrix: Matrix):
+def _settings(args, matrix: RunPlan):
     from dataclasses import replace
-    from ..compile.compiler import CompileSettings
+    from ..compile.plan import CompileSettings
     s = matrix.compile or CompileSettings()
     if args.jobs is not None:
         if args.jobs < 1:
@@ -65,7 +64,7 @@ def _settings(args, matrix: Matrix):
 
 def _render(args) -> int:
     from ..compile.report import compile_matrix
-    from ..reports.markdown import atomic_write
+    from ..reports.output import atomic_write
     records = []
     for src in args.sources:
         path = Path(src) / "results.jsonl" if Path(src).is_dir() else Path(src)
@@ -83,8 +82,7 @@ def _render(args) -> int:
 def main(args) -> int:
     if args.sources:
         return _render(args)
-    matrix = load(args.matrix) if args.matrix else (load(DEFAULT_MATRIX) if DEFAULT_MATRIX.exists()
-                                                    else Matrix(path=Path("<built-in defaults>")))
+    matrix = load_run_plan(args.matrix)
     settings = _settings(args, matrix)
     selected = registry.select(csv(args.kernel) or matrix.kernels or None)
     out = writable_dir(args.out or timestamped("reports"))      # before any compile starts
@@ -98,9 +96,10 @@ def main(args) -> int:
 
     from ..compile.capture import for_cases
     from ..compile.report import cell, compile_matrix
-    from ..reports.markdown import atomic_write
-    from ..compile.compiler import compile_tasks, plan
+    from ..reports.output import atomic_write
+    from ..compile.plan import plan
     from ..compile.pool import Pool
+    from ..compile.records import compile_tasks
     started = time.perf_counter()
     with Pool(settings.jobs, settings.timeout).start() as pool:     # workers import while we plan
         need_capture = [c for c in selected if c.variants is None]

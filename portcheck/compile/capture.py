@@ -8,7 +8,7 @@
 While recording, `JITFunction.run` (and the interpreter's `InterpretedFunction.run`) note each
 launch's arguments, constexprs and options; `Autotuner.run` notes the launch once per config, so
 every autotune config is cross-compiled. A launch is kept in the portable form of
-portcheck.compile.compiler (tensor -> dtype, 16-byte alignment, within 2 GB; integers -> a
+portcheck.compile.plan (tensor -> dtype, 16-byte alignment, within 2 GB; integers -> a
 representative with the same specialization: 1, a multiple of 16, or neither, in the same
 integer width; floats and bools -> one value, as Triton never specializes them), which is
 everything Triton's specialization reads; launches that specialize alike are kept once. The
@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ..cases import Variant
-from .compiler import encode, kernel_ref
+from .plan import encode, kernel_ref
 
 OPTION_DEFAULTS = ("num_warps", "num_stages")
 

@@ -1,7 +1,7 @@
 """Worker processes for cross-compilation: parallel, each compile under a time limit, and a
 compiler that hangs or crashes costs only its own record.
 
-Each worker is `python -m portcheck.compile.pool`: a fresh interpreter with
+Each worker is `python -m portcheck.compile.worker`: a fresh interpreter with
 TRITON_INTERPRET unset (kernels must be compiled, not interpreted, whatever mode the parent is
 in), in its own process group so that a kill also takes ptxas and other children. Jobs and
 results are JSON lines on its stdin and stdout; its stderr (MLIR diagnostics, crash output) goes
@@ -21,6 +21,8 @@ import time
 from collections import deque
 
 STARTUP_LIMIT = 180.0        # seconds a worker may take to import torch and triton
+# started by name, not imported: the pool stays free of Triton and of the compile code
+WORKER_MODULE = "portcheck.compile.worker"
 
 
 def _worker_env() -> dict:
@@ -56,7 +58,7 @@ class _Worker:
     def __init__(self, env: dict):
         self.log = tempfile.NamedTemporaryFile(prefix="portcheck-compile-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "portcheck.compile.pool"],
+            [sys.executable, "-m", WORKER_MODULE],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             env={**env, "PORTCHECK_WORKER_LOG": self.log.name}, start_new_session=True)
         self.fd = self.proc.stdout.fileno()
@@ -229,107 +231,3 @@ class Pool:
                     fail_all(f"a compile worker did not start within {STARTUP_LIMIT:g} s")
         sel.close()
 
-
-def _worker_main() -> int:
-    """One worker: read jobs from stdin, write one JSON result per job to stdout."""
-    os.environ.pop("TRITON_INTERPRET", None)         # before any kernel module is imported
-    out = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)                                    # stray prints go to the log, not the protocol
-    log = os.environ.get("PORTCHECK_WORKER_LOG")
-    from .compiler import compile_payload
-    out.write(json.dumps({"ready": True}) + "\n")
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        job = json.loads(line)
-        start = os.path.getsize(log) if log and os.path.exists(log) else 0
-
-        def stderr_tail(start=start):
-            if not log:
-                return ""
-            sys.stderr.flush()
-            with open(log, "rb") as f:
-                f.seek(start)
-                return f.read(1 << 16).decode("utf-8", "replace")
-        raw = compile_payload(job["payload"], job["arch"], stderr_tail)
-        out.write(json.dumps({"i": job["i"], "raw": raw}, default=str) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_worker_main())
-
-
-class SharedRecords:
-    """One compile task list shared by several processes (pytest-xdist workers) through a
-    directory: each task is claimed by exactly one process (an O_EXCL claim file holding its pid),
-    compiled there in a background thread, and its record written for every process to read.
-    `records[key]` waits for that record. A claimant that dies leaves an error record behind."""
-
-    def __init__(self, directory, tasks, compile_fn):
-        import threading
-        self.dir = directory
-        self.tasks = tasks
-        self.index = {t.key: i for i, t in enumerate(tasks)}
-        self.failure: BaseException | None = None
-
-        def work():
-            try:
-                compile_fn(claim=self.claim, publish=self.publish)
-            except BaseException as exc:  # noqa: BLE001 - surfaced to the waiting test
-                self.failure = exc
-        self.thread = threading.Thread(target=work, name="portcheck-compile", daemon=True)
-        self.thread.start()
-
-    def join(self) -> None:
-        """Wait for this process's share of the compiles (and its writes) to finish."""
-        self.thread.join()
-
-    def _path(self, i: int, ext: str):
-        return os.path.join(self.dir, f"{i}.{ext}")
-
-    def claim(self, i: int) -> bool:
-        try:
-            fd = os.open(self._path(i, "claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-        return True
-
-    def publish(self, result) -> None:
-        i = self.index[(result.case, result.variant, result.arch)]
-        tmp = self._path(i, f"tmp{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(result.to_dict(), f, default=str)
-        os.replace(tmp, self._path(i, "json"))
-
-    def _claimant_alive(self, i: int) -> bool:
-        try:
-            with open(self._path(i, "claim"), encoding="utf-8") as f:
-                pid = int(f.read() or 0)
-        except (OSError, ValueError):
-            return True               # not claimed yet (or being written): someone will
-        if pid == os.getpid():
-            return self.thread.is_alive()
-        try:
-            os.kill(pid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-
-    def __getitem__(self, key):
-        from ..results import Result
-        i = self.index[key]
-        path = self._path(i, "json")
-        while not os.path.exists(path):
-            if self.failure is not None:
-                raise RuntimeError(f"the compile thread failed: {self.failure!r}") from self.failure
-            if not self._claimant_alive(i) and not os.path.exists(path):
-                raise RuntimeError(f"the process that claimed compile task {key} died before "
-                                   "writing its record")
-            time.sleep(0.1)
-        with open(path, encoding="utf-8") as f:
-            return Result(**json.load(f))

@@ -1,9 +1,10 @@
 """The compile matrix in Markdown: kernel (x Triton release) rows, arch columns, one compact cell.
 
-A cell sums up every compiled variant of a kernel on an arch: `ok 96r 0sp 32K` (the worst
-registers per thread, spilled bytes and shared memory / LDS per block over its variants, with
-`+Nw` for variants that drew warnings), or the failing rule and how many variants it failed
-(`FAIL shared-over-limit 2/14`). When records come from several Triton releases (tox's
+A cell sums up every compiled variant of a kernel on an arch: `ok 96r 0sp 32K occ 8` (the worst
+registers per thread, spilled bytes, shared memory / LDS per block and occupancy over its
+variants, with `+Nw` for variants that drew warnings), or the failing rule and how many variants
+it failed (`FAIL shared-over-limit 2/14`). The merged report (reports/markdown.py) shows the
+same cells. When records come from several Triton releases (tox's
 compile-triton* environments), each release gets its own row, so a regression between releases
 shows as two rows that differ.
 """
@@ -12,13 +13,13 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from ..facts.archs import ARCHS
+from ..reports.output import md_escape as _md
 
-_FAILED = ("fail", "error", "xpass")
-
-
-def _md(text) -> str:
-    from ..reports.markdown import md_escape
-    return md_escape(text)
+_FAILED = {"error": "ERROR", "fail": "FAIL", "xpass": "XPASS"}   # worst first: the mark a failing cell shows
+CELL_LEGEND = ("Cells, worst over the kernel's variants: registers per thread (r; AMD: VGPRs), spilled "
+               "bytes per thread (sp; NVIDIA stack, AMD scratch), shared memory / LDS per block (OVER: "
+               "above the arch's cap), the lowest occupancy (occ); +Nw: variants with warnings. A failing "
+               "cell names the rule that failed most and how many variants failed.")
 
 
 def _release_key(version: str):
@@ -32,32 +33,39 @@ def _release_key(version: str):
 def _size(n) -> str:
     if n is None:
         return "?"
-    return f"{n / 1024:.0f}K" if n >= 1024 else f"{n}B"
+    return f"{n / 1024:.0f}K" if n >= 1024 else f"{n:.0f}B"
+
+
+def _worst(metrics: list[dict], key: str, pick=max):
+    vals = [m[key] for m in metrics if isinstance(m.get(key), (int, float)) and not isinstance(m[key], bool)]
+    return pick(vals) if vals else None
 
 
 def cell(records: list[dict]) -> str:
-    """One kernel x arch (x release) over all its variants."""
+    """One kernel x arch (x release) over all its compile records (variants), for this matrix
+    and the merged report's compile table alike."""
     if not records:
         return ""
     failed = [r for r in records if r["verdict"] in _FAILED]
     n = len(records)
     if failed:
         rules = Counter(f["rule"] for r in failed for f in r.get("lints") or () if f["severity"] == "error")
-        worst = rules.most_common(1)[0][0] if rules else (failed[0]["verdict"])
-        mark = "ERROR" if any(r["verdict"] == "error" for r in failed) else "FAIL"
-        return f"{mark} {worst} {len(failed)}/{n}"
+        mark = next(_FAILED[v] for v in _FAILED if any(r["verdict"] == v for r in failed))
+        rule = f" {rules.most_common(1)[0][0]}" if rules else ""
+        return f"{mark}{rule} {len(failed)}/{n}"
     ran = [r for r in records if r["verdict"] != "skip"]
     if not ran:
         return "skip"
-    m = [r.get("metrics") or {} for r in ran if (r.get("metrics") or {}).get("compiled")]
+    # records without the "compiled" flag (it is not in the schema) count as compiled
+    m = [r.get("metrics") or {} for r in ran if (r.get("metrics") or {}).get("compiled", True)]
     if not m:
         return f"xfail {len(ran)}/{n}" if all(r["verdict"] == "xfail" for r in ran) else "?"
-
-    def most(key):
-        vals = [x.get(key) for x in m if isinstance(x.get(key), (int, float))]
-        return max(vals) if vals else None
-    regs, spills, shared = most("registers"), most("spill_bytes"), most("shared")
-    text = f"ok {regs if regs is not None else '?'}r {spills or 0}sp {_size(shared)}"
+    regs, spills, shared = _worst(m, "regs"), _worst(m, "spills"), _worst(m, "shared")
+    occupancy = _worst(m, "occupancy", min)
+    arch = ARCHS.get(records[0]["arch"])
+    over = arch is not None and shared is not None and shared > arch.shared_per_block
+    text = (f"ok {'?' if regs is None else f'{regs:.0f}'}r {spills or 0:.0f}sp {_size(shared)}"
+            + (" OVER" if over else "") + ("" if occupancy is None else f" occ {occupancy:g}"))
     warned = sum(any(f["severity"] == "warning" for f in r.get("lints") or ()) for r in ran)
     if warned:
         text += f" +{warned}w"
@@ -91,10 +99,7 @@ def compile_matrix(records: list[dict], detail_limit: int = 200) -> str:
     out = [f"{len(recs)} compiles ({', '.join(f'{n} {v}' for v, n in verdicts.most_common())}) of "
            f"{len({r['case'] for r in recs})} kernels on {len(archs)} archs, Triton "
            f"{', '.join(releases)}. Cross-compiled only: nothing here ran on a GPU.", "",
-           "Cells, worst over the kernel's variants: registers per thread (r; AMD: VGPRs), spilled "
-           "bytes per thread (sp; NVIDIA stack, AMD scratch), shared memory / LDS per block; "
-           "+Nw: variants with warnings. A failing cell names the rule that failed most and how "
-           "many variants failed.", "", *lines, ""]
+           CELL_LEGEND, "", *lines, ""]
     found = [(r, f) for r in recs for f in r.get("lints") or () if f["severity"] in ("error", "warning")]
     found.sort(key=lambda rf: (rf[1]["severity"] != "error", rf[0]["case"], rf[0]["arch"], rf[0]["variant"]))
     if found:

@@ -16,9 +16,11 @@ from portcheck import cases, cli
 from portcheck.compile.capture import capture_case, recording
 from portcheck.compile.lints import DEFAULT, LintConfig, findings
 from portcheck.facts.archs import ARCHS
-from portcheck.compile.compiler import (CompileSettings, Task, async_copy_sizes, compile_tasks,
-                                       dots_in, first_error_line, matrix_instructions, occupancy,
-                                       plan, variant_task)
+from portcheck.compile.binary import async_copy_sizes, dots_in, matrix_instructions
+from portcheck.compile.occupancy import occupancy
+from portcheck.compile.plan import CompileSettings, Task, plan, variant_task
+from portcheck.compile.records import compile_tasks
+from portcheck.compile.worker import first_error_line
 
 pytestmark = pytest.mark.xdist_group("portcheck-compile")
 
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.xdist_group("portcheck-compile")
 @pytest.fixture(scope="module")
 def lint_records(request, tmp_path_factory):
     """name -> Result; under pytest-xdist the workers share the compiles (SharedRecords)."""
-    from portcheck.compile.pool import SharedRecords
+    from portcheck.compile.shared import SharedRecords
     tasks = [variant_task(v, arch, case=name, family="lint") for name, (v, arch, _) in lint_kernels.LINT_CASES.items()]
     workerinput = getattr(request.config, "workerinput", None)
     share = (tmp_path_factory.getbasetemp().parent / "portcheck-lint-kernels") if workerinput else \
@@ -367,11 +369,11 @@ def test_every_declared_variant_names_what_its_launch_specializes():
 
 @pytest.fixture
 def no_compiles(monkeypatch):
-    import portcheck.compile.compiler as tc
+    import portcheck.compile.records as records
 
     def refuse(*a, **k):
         raise AssertionError("a compile started")
-    monkeypatch.setattr(tc, "compile_tasks", refuse)
+    monkeypatch.setattr(records, "compile_tasks", refuse)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -434,7 +436,7 @@ def test_launch_divisibility_is_what_the_jit_specializes():
     from portcheck.kernels.rmsnorm import rmsnorm_rows_kernel
     from triton.runtime.jit import JITFunction
 
-    from portcheck.compile.compiler import _backend, specialize
+    from portcheck.compile.worker import _backend, specialize
     kernel = rmsnorm_rows_kernel
     while not isinstance(kernel, JITFunction):   # the interpreter wraps it
         kernel = getattr(kernel, "fn", None) or JITFunction(kernel)
