@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import UsageError
-from ..facts.archs import arch_from_cuda_capability, arch_from_gcn_name
+from ..facts.archs import arch_from_cuda_capability, arch_from_gcn_name, nearest_row
 
 RUNTIME_TARGETS = ("cuda", "rocm", "interpreter")
 INTERPRETER_ARCH = "cpu-interpreter"
@@ -43,7 +43,14 @@ class Target:
 
     def describe(self) -> dict:
         """Device name, driver and runtime versions, for provenance."""
-        return _describe(self.name)
+        if self.name == "interpreter":   # and whether the numerics layer was on (--raw-interpreter)
+            from .interpreter_numerics import describe
+            return {**_describe(self.name), "numerics": describe()}
+        try:   # a device with no row of its own runs as the nearest row of its generation
+            why = nearest_row(self.arch())[1]
+        except ValueError as exc:   # none fits: its kernels refuse to launch, and the record says why
+            why = str(exc)
+        return {**_describe(self.name), "arch_row": why} if why else _describe(self.name)
 
 
 TARGETS = {
@@ -137,12 +144,15 @@ def resolve(name: str) -> str:
     return target(name).name
 
 
-def select_mode(target_name: str) -> None:
-    """Fix this process's Triton mode for the target; call before importing any kernel module."""
+def select_mode(target_name: str, raw_interpreter: bool = False) -> None:
+    """Fix this process's Triton mode for the target; call before importing any kernel module.
+    The interpreter gets portcheck's numerics layer (interpreter_numerics) unless raw_interpreter."""
     if target_name == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
         # inputs with inf/NaN are deliberate; numpy's warnings about them are noise here
         import warnings
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
+        from . import interpreter_numerics
+        interpreter_numerics.uninstall() if raw_interpreter else interpreter_numerics.install()
     else:
         os.environ.pop("TRITON_INTERPRET", None)

@@ -87,7 +87,8 @@ def test_interpreter_sample_and_lowering(tmp_path):
     measured = {r["case"]: r for r in recs if r["evidence"] == "interpreter"}
     assert measured["tl.exp"]["variant"].startswith("sample of")
     assert measured["tl.exp"]["metrics"]["max_ulp_normal"] < 4        # numpy's float32 exp
-    assert measured["libdevice.exp"]["verdict"] == "skip"              # no libdevice on the interpreter
+    # libdevice on the interpreter is the numerics layer's: float64 exp rounded once to fp32
+    assert measured["libdevice.exp"]["metrics"]["max_ulp_normal"] <= 0.5
     lowering = {(r["case"], r["arch"]): r["message"] for r in recs if r["evidence"] == "compile"}
     assert lowering[("tl.exp", "sm_90a")] == "ex2.approx.f32"
     assert lowering[("tl.exp", "gfx942")].startswith("v_exp_f32")

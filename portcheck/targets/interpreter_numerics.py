@@ -1,0 +1,495 @@
+"""A faithful numerics layer for Triton's CPU interpreter (TRITON_INTERPRET=1).
+
+Triton's interpreter (triton/runtime/interpreter.py) stores bf16 as uint16 and fp8 as uint8 bit
+patterns and converts them with one generic bit-shuffling routine, `_convert_float`. That gets
+low-precision numerics wrong:
+  - fp32 -> bf16 casts truncate instead of rounding to nearest even;
+  - bf16 subnormals widen to wrong fp32 values (2^-127 -> 0);
+  - fp32 -> fp8 casts round half up on the dropped bits without a sticky or even check (1-5% of
+    codes differ), carry a mantissa overflow into the exponent field, turn NaN into finite codes
+    and never saturate; fp8 -> fp32 decodes NaN and inf codes as numbers;
+  - bf16 arithmetic (`x + y`, `-x`, `tl.sum`, `tl.max`, fma) runs on the bit patterns as integers,
+    and a bf16 `tl.dot` multiplies the bit patterns as integers;
+  - fp8 `tl.dot` operands go through `_convert_float` to fp16, which loses e5m2 subnormals;
+  - a Python float kernel argument stays a Python float (`eps.to(tl.float32)` raises), where the
+    JIT passes an fp32 scalar;
+  - `triton.language.extra.libdevice` functions are empty stubs there (they return None).
+
+`install()` patches those points (class attributes and module functions, restored by
+`uninstall()`); `portcheck.targets.runtime.select_mode("interpreter")` installs it, and
+`--raw-interpreter` (portcheck run, pytest) leaves Triton's own behaviour for a side-by-side look.
+
+What the layer does, and why it models the GPU:
+  - Conversions go through torch's CPU conversions (exact, round to nearest even, NaN kept):
+    widening is exact; narrowing rounds once. A float64 or integer source is first rounded to
+    fp32 with round-to-odd, which makes the second rounding equal to one direct rounding.
+  - fp8 narrowing saturates: a finite value beyond the largest finite code, and +-inf, become
+    +-max finite; NaN stays NaN. That is NVIDIA's `cvt.rn.satfinite.{e4m3,e5m2}x2` which Triton
+    emits on sm_89+; torch instead overflows to NaN (e4m3fn, FNUZ) or inf (e5m2). Below the
+    overflow threshold every code equals torch's. `fp_downcast_rounding="rtz"` steps a
+    round-to-nearest result that grew in magnitude one code back toward zero.
+  - bf16 / fp8 arithmetic decodes to fp32, computes, and rounds back once: correctly rounded for
+    + - * / (fp32 has more than 2p+2 bits for p <= 8), as a GPU with native bf16 units does.
+    A bf16 `tl.sum` adds pairwise in a tree and rounds after every level, like a GPU's
+    shuffle-tree reduction in bf16 (the exact order differs, the error growth does not).
+  - `tl.dot` with a bf16 or fp8 operand widens both operands exactly, forms the products and sums
+    in float64, adds the accumulator and rounds once to the accumulator's format. Matrix units
+    form exact products and accumulate in fp32 (Hopper's fp8 path in fewer bits, see
+    max_num_imprecise_acc); the float64 sum is the value they approximate, within the fp32
+    accumulation bound K * u_fp32 * sum|a||b| that portcheck's dot tolerances already carry.
+    So the interpreter is never less accurate than the GPU here, and a tolerance failure on it
+    is the kernel's.
+  - fp32 dots with input_precision="tf32" are NOT rounded to tf32: Triton's tl.dot documents
+    that tf32 operands may be truncated rather than rounded, so no single operand rounding is
+    "the GPU's"; the interpreter cannot tell an explicit "tf32" from its own default (tf32,
+    NVIDIA's default, where AMD's is ieee); and portcheck's tf32 tolerances bound both. fp32
+    dots stay exact-ish (numpy fp32), as before.
+  - Float scalar arguments become fp32 scalars, as the JIT's specialization makes them (ints are
+    already i32 / u32 / i64 / u64 by range in Triton's own code).
+  - libdevice functions (LIBDEVICE below) are computed with numpy in float64 and rounded to the
+    argument's format (fp32 or fp64, the formats libdevice takes); predicates return int32.
+Not covered: fp8e4b15 (torch has no such dtype; Triton's own path stays), `tl.dot_scaled`,
+bf16 cumsum, inline asm, and libdevice's directed-rounding and integer variants.
+
+Proposed upstream fix (triton/runtime/interpreter.py), in the words of a PR description:
+  "Interpreter: exact bf16/fp8 numerics. Replace `_convert_float` with conversions that decode
+  every source code exactly (subnormals, inf, NaN; FNUZ 0x80 as NaN) and round once to nearest
+  even with the target's overflow rule (satfinite for fp8, as the GPU lowering does). Give
+  bf16/fp8 operands of binary/unary ops, fma and reductions a decode -> compute in fp32 -> round
+  path instead of integer arithmetic on the storage type. In create_dot, widen bf16/fp8 operands
+  exactly to fp32 (not to fp16, which loses e5m2 subnormals) and accumulate in fp32 or wider.
+  In _implicit_cvt, wrap Python floats as fp32 scalars like the JIT's specialization. Map
+  triton.language.extra.libdevice to numpy implementations in interpreter mode. Tests: all
+  65536 bf16 and 4 x 256 fp8 codes round-trip against torch; fp32 -> bf16/fp8 on ties,
+  subnormals, overflow, inf and NaN."
+
+Supported Triton releases: TRITON_VERSIONS, whose interpreter.py this was written against; any
+other release is refused with an error (use --raw-interpreter to run without the layer).
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+
+import numpy as np
+
+from ..errors import UsageError
+
+LAYER_VERSION = 1
+DESCRIPTION = f"faithful bf16/fp8 layer v{LAYER_VERSION}"
+TRITON_VERSIONS = ("3.6.0", "3.9.0")   # interpreter.py read and tested for each
+
+
+class InterpreterNumericsError(UsageError):
+    """This Triton's interpreter is not one the layer knows; nothing was patched (a one-line
+    error, exit status 2, from portcheck and pytest alike)."""
+
+
+# (owner, attribute, parameter names it must have): every point the layer replaces
+_PATCH_POINTS = (
+    ("InterpreterBuilder", "cast_impl", ("self", "src", "dst_type")),
+    ("InterpreterBuilder", "create_fp_to_fp", ("self", "src", "dst_type", "rounding_mode")),
+    ("InterpreterBuilder", "binary_op", ("self", "lhs", "rhs", "op")),
+    ("InterpreterBuilder", "unary_op", ("self", "arg", "op")),
+    ("InterpreterBuilder", "create_fma", ("self", "x", "y", "z")),
+    ("InterpreterBuilder", "create_dot", ("self", "a", "b", "d", "input_precision", "max_num_imprecise_acc")),
+    ("ReduceOps", "sum", ("self", "input")),
+    ("ReduceOps", "min_max", ("self", "input", "val_reduce_op", "idx_reduce_op")),
+    (None, "_implicit_cvt", ("arg",)),
+)
+
+_saved: list | None = None      # (object, name, original) while installed
+
+
+def installed() -> bool:
+    return _saved is not None
+
+
+def describe() -> str:
+    """For provenance: which numerics the interpreter target ran with."""
+    return DESCRIPTION if installed() else "raw"
+
+
+def check_supported():
+    """The interpreter module, once its version and every patch point are as expected."""
+    import triton
+    from triton.runtime import interpreter as interp
+    version = triton.__version__.split("+")[0]
+    if version not in TRITON_VERSIONS:
+        raise InterpreterNumericsError(
+            f"portcheck's interpreter numerics layer supports Triton {', '.join(TRITON_VERSIONS)}, "
+            f"not {triton.__version__}: its interpreter internals are unchecked there. Run with "
+            f"--raw-interpreter to use Triton's own interpreter numerics")
+    for owner, name, params in _PATCH_POINTS:
+        obj = getattr(interp, owner) if owner else interp
+        member = getattr(obj, name, None)
+        if member is None or tuple(inspect.signature(member).parameters) != params:
+            where = f"{owner}.{name}" if owner else name
+            raise InterpreterNumericsError(
+                f"Triton {triton.__version__}'s interpreter has no {where}{params!r} "
+                f"(found {member and tuple(inspect.signature(member).parameters)}): "
+                f"the numerics layer cannot patch it; use --raw-interpreter")
+    from triton.language.extra import libdevice
+    for name, (_, nargs, _) in LIBDEVICE.items():
+        stub = getattr(libdevice, name, None)
+        if stub is None or len(inspect.signature(stub).parameters) != nargs:
+            raise InterpreterNumericsError(f"triton.language.extra.libdevice.{name} is not the "
+                                           f"{nargs}-argument stub the numerics layer replaces")
+    return interp
+
+
+def install() -> None:
+    """Patch the interpreter (idempotent). Raises InterpreterNumericsError on unknown internals."""
+    global _saved
+    if _saved is not None:
+        return
+    interp = check_supported()
+    from triton.language.extra import libdevice
+    replacements = _replacements(interp)
+    saved = []
+    for (owner, name, _), new in zip(_PATCH_POINTS, replacements):
+        obj = getattr(interp, owner) if owner else interp
+        saved.append((obj, name, obj.__dict__[name] if owner else getattr(obj, name)))
+        setattr(obj, name, new)
+    for name, (fn, nargs, kind) in LIBDEVICE.items():
+        saved.append((libdevice, name, getattr(libdevice, name)))
+        setattr(libdevice, name, _libdevice_fn(name, fn, kind))
+    _saved = saved
+
+
+def uninstall() -> None:
+    """Restore Triton's own interpreter (idempotent)."""
+    global _saved
+    for obj, name, original in reversed(_saved or []):
+        setattr(obj, name, original)
+    _saved = None
+
+
+@contextlib.contextmanager
+def active(on: bool = True):
+    """`with active(False):` runs a block on Triton's raw interpreter; the state is restored after."""
+    was = installed()
+    install() if on else uninstall()
+    try:
+        yield
+    finally:
+        install() if was else uninstall()
+
+
+# ---- formats -------------------------------------------------------------------------------------
+
+def _formats():
+    """tl dtype -> (torch dtype, numpy storage dtype) for the formats torch converts exactly."""
+    import torch
+    import triton.language as tl
+    return {tl.bfloat16: (torch.bfloat16, np.uint16), tl.float8e4nv: (torch.float8_e4m3fn, np.uint8),
+            tl.float8e5: (torch.float8_e5m2, np.uint8), tl.float8e4b8: (torch.float8_e4m3fnuz, np.uint8),
+            tl.float8e5b16: (torch.float8_e5m2fnuz, np.uint8)}
+
+
+_FORMATS: dict = {}
+
+
+def _fmt(tl_dtype):
+    if not _FORMATS:
+        _FORMATS.update(_formats())
+    return _FORMATS.get(getattr(tl_dtype, "scalar", tl_dtype))
+
+
+def decode(bits, tl_dtype):
+    """Codes of a bf16 / fp8 format -> their exact fp32 values (NaN and inf included)."""
+    import torch
+    torch_dtype, storage = _fmt(tl_dtype)
+    signed = np.int16 if storage == np.uint16 else np.uint8     # torch has no uint16 view everywhere
+    t = torch.from_numpy(np.ascontiguousarray(bits, dtype=storage).view(signed))
+    return t.view(torch_dtype).to(torch.float32).numpy().reshape(np.shape(bits))
+
+
+def _fp32_round_to_odd(values):
+    """float64 / integer values -> fp32 with round-to-odd, so that rounding the result again to a
+    format of at most 22 bits equals rounding the value directly (no double-rounding error)."""
+    v = np.asarray(values)
+    if v.dtype in (np.float32, np.float16):
+        return v.astype(np.float32)
+    v = v.astype(np.float64)
+    f = v.astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        inexact = (f.astype(np.float64) != v) & ~np.isnan(v)
+        grew = inexact & (np.abs(f.astype(np.float64)) > np.abs(v))
+    f = np.where(grew, np.nextafter(f, np.float32(0)), f).astype(np.float32)   # toward zero
+    return (f.view(np.uint32) | inexact.astype(np.uint32)).view(np.float32)    # odd neighbour
+
+
+def encode(values, tl_dtype, rtz: bool = False):
+    """Values -> codes of a bf16 / fp8 format: round to nearest even (or toward zero), fp8
+    saturating to +-max finite like cvt.rn.satfinite; NaN stays NaN."""
+    import torch
+    torch_dtype, storage = _fmt(tl_dtype)
+    f32 = np.ascontiguousarray(_fp32_round_to_odd(values))
+    signed = np.int16 if storage == np.uint16 else np.uint8
+    bits = torch.from_numpy(f32).to(torch_dtype).view(torch.int16 if signed == np.int16 else torch.uint8)
+    bits = bits.numpy().view(storage).copy()
+    back = decode(bits, tl_dtype)
+    sign = np.asarray(np.signbit(f32), dtype=storage) << storage(8 * bits.itemsize - 1)
+    if rtz:     # round-to-nearest went up in magnitude: the next code toward zero (codes are sign-magnitude)
+        with np.errstate(invalid="ignore"):
+            grew = ~np.isnan(f32) & (np.abs(back) > np.abs(f32))
+        stepped = bits - storage(1)
+        if torch_dtype in (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz):
+            stepped[stepped == 0x80] = 0    # -min subnormal toward zero: FNUZ has no -0 (0x80 is NaN)
+        bits = np.where(grew, stepped, bits).astype(storage)
+        back = decode(bits, tl_dtype)
+    if storage == np.uint8:     # fp8: overflow and +-inf saturate to +-max finite
+        top = torch.tensor(torch.finfo(torch_dtype).max).to(torch_dtype).view(torch.uint8).item()
+        over = ~np.isnan(f32) & ~np.isfinite(back)
+        bits = np.where(over, sign | storage(top), bits).astype(storage)
+    return bits.reshape(np.shape(values))
+
+
+def _values(handle):
+    """A TensorHandle's numbers: exact fp32 for bf16 / fp8, the data itself otherwise."""
+    return decode(handle.data, handle.dtype) if _fmt(handle.dtype) else handle.data
+
+
+def _replacements(interp):
+    """New members, in _PATCH_POINTS order, each wrapping Triton's own for the formats it leaves alone."""
+    import triton.language as tl
+    TensorHandle = interp.TensorHandle
+    builder, reduce_ops = interp.InterpreterBuilder, interp.ReduceOps
+    cast_impl, fp_to_fp = builder.cast_impl, builder.create_fp_to_fp
+    binary_op, unary_op, fma, dot = builder.binary_op, builder.unary_op, builder.create_fma, builder.create_dot
+    red_sum, red_min_max, implicit_cvt = reduce_ops.sum, reduce_ops.min_max, interp._implicit_cvt
+    RTZ = interp._ir.ROUNDING_MODE.RTZ
+
+    def convert(src, dst_type, rtz=False):
+        dst = dst_type.scalar
+        vals = _values(src)
+        if _fmt(dst):
+            return TensorHandle(encode(vals, dst, rtz), dst)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return TensorHandle(vals.astype(interp._get_np_dtype(dst)), dst)
+
+    def new_cast_impl(self, src, dst_type):
+        if _fmt(src.dtype) or _fmt(dst_type):
+            return convert(src, dst_type)
+        return cast_impl(self, src, dst_type)
+
+    def new_fp_to_fp(self, src, dst_type, rounding_mode):
+        if _fmt(src.dtype) or _fmt(dst_type):
+            return convert(src, dst_type, rtz=rounding_mode == RTZ)
+        if dst_type.scalar == tl.float16 and rounding_mode != RTZ:   # numpy's cast rounds to nearest even
+            return TensorHandle(src.data.astype(np.float16), tl.float16)
+        return fp_to_fp(self, src, dst_type, rounding_mode)
+
+    def new_binary_op(self, lhs, rhs, op):
+        fmt = lhs.dtype.scalar if _fmt(lhs.dtype) else rhs.dtype.scalar if _fmt(rhs.dtype) else None
+        if fmt is None:
+            return binary_op(self, lhs, rhs, op)
+        with np.errstate(all="ignore"):     # fp32 then one rounding: correctly rounded for p <= 8
+            out = op(_values(lhs), _values(rhs))
+        return TensorHandle(out if out.dtype == np.bool_ else encode(out, fmt), lhs.dtype.scalar)
+
+    def new_unary_op(self, arg, op):
+        if not _fmt(arg.dtype):
+            return unary_op(self, arg, op)
+        with np.errstate(all="ignore"):
+            return TensorHandle(encode(op(_values(arg)), arg.dtype.scalar), arg.dtype.scalar)
+
+    def new_fma(self, x, y, z):
+        if not _fmt(z.dtype):
+            return fma(self, x, y, z)
+        prod = np.multiply(_values(x), _values(y), dtype=np.float64)   # exact for p <= 8
+        return TensorHandle(encode(prod + _values(z), z.dtype.scalar), z.dtype.scalar)
+
+    def new_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if not (_fmt(a.dtype) or _fmt(b.dtype)):
+            return dot(self, a, b, d, input_precision, max_num_imprecise_acc)
+        # exact products, float64 sums, the accumulator added, one rounding (module docstring)
+        acc = np.matmul(_values(a).astype(np.float64), _values(b).astype(np.float64)) + _values(d)
+        out = d.dtype.scalar
+        data = encode(acc, out) if _fmt(out) else acc.astype(interp._get_np_dtype(out))
+        return TensorHandle(data, out)
+
+    def new_sum(self, input):
+        fmt = input.dtype.scalar if _fmt(input.dtype) else None
+        if fmt is None:
+            return red_sum(self, input)
+        x = _values(input.handle)
+        axis = 0 if self.axis is None else self.axis
+        x = np.moveaxis(x.reshape(-1) if self.axis is None else x, axis, 0)
+        while x.shape[0] > 1:       # a tree of bf16 adds, rounded after every level
+            if x.shape[0] % 2:
+                x = np.concatenate([x, np.zeros_like(x[:1])])
+            half = x.shape[0] // 2
+            x = decode(encode(x[:half] + x[half:], fmt), fmt)
+        total = x[0]
+        if self.keep_dims:
+            total = (np.expand_dims(total, axis) if self.axis is not None
+                     else total.reshape((1,) * input.handle.data.ndim))
+        return self.to_tensor(encode(total, fmt), input.dtype)
+
+    def new_min_max(self, input, val_reduce_op, idx_reduce_op=None):
+        one = input[0] if isinstance(input, tuple) else input
+        if not _fmt(one.dtype):
+            return red_min_max(self, input, val_reduce_op, idx_reduce_op)
+        # reduce the fp32 values (the codes' integer order is not their numeric order), then re-encode
+        ty = tl.block_type(tl.float32, list(one.shape)) if one.type.is_block() else tl.float32
+        shadow = tl.core.tensor(TensorHandle(_values(one.handle), tl.float32), ty)
+        out = red_min_max(self, shadow, val_reduce_op, idx_reduce_op)
+        if not val_reduce_op:
+            return out      # indices only
+        val = out[0] if idx_reduce_op else out
+        data = encode(val.handle.data, one.dtype.scalar)
+        val = self.to_tensor(data if val.type.is_block() else data.reshape(-1)[0], one.dtype)
+        return (val, out[1]) if idx_reduce_op else val
+
+    def new_implicit_cvt(arg):
+        if isinstance(arg, float):      # the JIT specializes a Python float as an fp32 scalar
+            return tl.tensor(TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        return implicit_cvt(arg)
+
+    return (new_cast_impl, new_fp_to_fp, new_binary_op, new_unary_op, new_fma, new_dot,
+            new_sum, new_min_max, new_implicit_cvt)
+
+
+# ---- libdevice -------------------------------------------------------------------------------------
+# name -> (numpy function on float64 arrays, number of arguments, kind): "float" returns the
+# argument's format, "pred" returns int32 (libdevice's __nv_isnanf etc.), "ldexp" takes an int.
+
+def _vec(fn):
+    return np.vectorize(fn, otypes=[np.float64])
+
+
+def _np(name):
+    return getattr(np, name)
+
+
+def _round_half_away(x):
+    return np.copysign(np.floor(np.abs(x) + 0.5), x)
+
+
+def _safe_gamma(x):
+    try:
+        return math.gamma(x)
+    except (ValueError, OverflowError):
+        return math.inf if x > 0 or (x == 0 and math.copysign(1, x) > 0) else math.nan
+
+
+def _lgamma(x):
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+def _erf(x):
+    return _vec(math.erf)(x)
+
+
+def _erfc(x):
+    return _vec(math.erfc)(x)
+
+
+def _build_libdevice():
+    table = {}
+
+    def add(names, fn, nargs=1, kind="float"):
+        for n in names.split():
+            table[n] = (fn, nargs, kind)
+
+    for n in ("floor ceil trunc rint sqrt exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin "
+              "arccos arctan sinh cosh tanh arcsinh arccosh arctanh cbrt").split():
+        tl_name = n.replace("arc", "a")
+        add(tl_name, _np(n))
+    add("abs", _np("abs"))
+    add("nearbyint", _np("rint"))
+    add("round", _round_half_away)
+    add("sqrt_rn", _np("sqrt"))
+    add("rsqrt rsqrt_rn", lambda x: 1.0 / np.sqrt(x))
+    add("rcp_rn", lambda x: 1.0 / x)
+    add("rcbrt", lambda x: 1.0 / np.cbrt(x))
+    add("exp10", lambda x: 10.0 ** x)
+    add("sinpi", lambda x: np.sin(math.pi * x))
+    add("cospi", lambda x: np.cos(math.pi * x))
+    add("erf", _erf)
+    add("erfc", _erfc)
+    add("normcdf", lambda x: 0.5 * _erfc(-x / math.sqrt(2.0)))
+    add("lgamma", _vec(_lgamma))
+    add("tgamma", _vec(_safe_gamma))
+    add("saturatef", lambda x: np.clip(np.nan_to_num(x, nan=0.0), 0.0, 1.0))
+    # the fast_* intrinsics are approximations on the GPU (ex2.approx, ...): exact here
+    add("fast_expf", _np("exp"))
+    add("fast_exp10f", lambda x: 10.0 ** x)
+    add("fast_logf", _np("log"))
+    add("fast_log2f", _np("log2"))
+    add("fast_log10f", _np("log10"))
+    add("fast_sinf", _np("sin"))
+    add("fast_cosf", _np("cos"))
+    add("fast_tanf", _np("tan"))
+    add("fast_tanhf", _np("tanh"))
+    add("pow fast_powf", _np("power"), 2)
+    add("atan2", _np("arctan2"), 2)
+    add("hypot", _np("hypot"), 2)
+    add("rhypot", lambda x, y: 1.0 / np.hypot(x, y), 2)
+    add("fmod", _np("fmod"), 2)
+    add("remainder", _vec(lambda x, y: math.remainder(x, y) if y != 0 and math.isfinite(x) else math.nan), 2)
+    add("copysign", _np("copysign"), 2)
+    add("fdim", lambda x, y: np.where(x > y, x - y, 0.0 * x), 2)
+    add("div_rn fast_dividef", lambda x, y: x / y, 2)
+    add("add_rn", lambda x, y: x + y, 2)
+    add("sub_rn", lambda x, y: x - y, 2)
+    add("mul_rn", lambda x, y: x * y, 2)
+    add("nextafter", None, 2, "nextafter")
+    add("fma fma_rn", None, 3, "fma")
+    add("ldexp scalbn", None, 2, "ldexp")
+    add("isnan", _np("isnan"), 1, "pred")
+    add("isinf", _np("isinf"), 1, "pred")
+    add("finitef isfinited", _np("isfinite"), 1, "pred")
+    add("signbit", _np("signbit"), 1, "pred")
+    return table
+
+
+LIBDEVICE = _build_libdevice()
+
+
+def _libdevice_fn(name, fn, kind):
+    """A libdevice function for the interpreter: tensors (or Python numbers) in, a tensor out."""
+
+    def call(*args, _semantic=None):
+        import triton.language as tl
+        from triton.runtime import interpreter as interp
+        tensors = [a for a in args if isinstance(a, tl.tensor)]
+        if not tensors:
+            raise TypeError(f"libdevice.{name} needs a tensor argument on the interpreter")
+        floats = [t.dtype for t in tensors if t.dtype.is_floating()]
+        ty = tl.float64 if tl.float64 in floats else floats[0] if floats else tensors[0].dtype
+        if ty not in (tl.float32, tl.float64):
+            raise TypeError(f"libdevice.{name} takes fp32 or fp64 (as on the GPU), got {ty}")
+        np_ty = np.float32 if ty == tl.float32 else np.float64
+        args = [a.value if isinstance(a, tl.constexpr) else a for a in args]
+        datas = [a.handle.data if isinstance(a, tl.tensor) else np.asarray(a) for a in args]
+        shape = np.broadcast_shapes(*[d.shape for d in datas])
+        block = any(t.type.is_block() for t in tensors)
+        with np.errstate(all="ignore"):
+            if kind == "ldexp":
+                out = np.ldexp(datas[0].astype(np_ty), datas[1].astype(np.int32))
+            elif kind == "nextafter":     # a step in the argument's own format
+                out = np.nextafter(datas[0].astype(np_ty), datas[1].astype(np_ty))
+            elif kind == "fma":
+                x, y, z = np.broadcast_arrays(*[d.astype(np_ty) for d in datas])
+                exact = getattr(interp._interpreter, f"fma_fp{32 if np_ty == np.float32 else 64}", None)
+                # without Triton's exact fma (3.6), a float64 fma: exact for fp32 but for rare double roundings
+                out = exact(x, y, z) if exact else (x.astype(np.float64) * y + z)
+            else:
+                out = fn(*[d.astype(np.float64) for d in datas])
+        if kind == "pred":
+            ty, out = tl.int32, np.asarray(out).astype(np.int32)
+        else:
+            out = np.asarray(out).astype(np.float32 if ty == tl.float32 else np.float64)
+        out = np.broadcast_to(out, shape).copy()
+        return tl.tensor(interp.TensorHandle(out, ty), tl.block_type(ty, list(shape)) if block else ty)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"libdevice.{name} on the Triton interpreter (portcheck's numerics layer)."
+    return call
