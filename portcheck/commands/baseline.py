@@ -31,7 +31,8 @@ def main(args) -> int:
         raise UsageError("baseline needs an action: portcheck baseline update --name NAME RESULTS...")
     out = writable_dir(args.dir)
     entries = merge.load(args.results, quiet=args.quiet)
-    command = shlex.join(["portcheck", "baseline", "update", "--name", args.name, *args.results])
+    command = shlex.join(["portcheck", "baseline", "update", "--name", args.name, "--dir", args.dir,
+                          *args.results])
     text = gate.baseline_text(entries, args.name, command)
     path = out / f"{args.name}.json"
     existed = path.exists()

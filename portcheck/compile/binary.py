@@ -44,13 +44,13 @@ _NV_FAMILIES = (("tcgen05", re.compile(r"\btcgen05\.mma\S*")), ("wgmma", re.comp
 _AMD_FAMILIES = (("mfma", re.compile(r"\bv_s?mfma\w*")), ("wmma", re.compile(r"\bv_s?wmma\w*")))
 
 
-def matrix_instructions(asm_text: str, amd: bool) -> tuple[str, list[str]]:
+def matrix_instructions(asm_text: str, amd: bool, every: bool = False) -> tuple[str, list[str]]:
     """The matrix-instruction family in the assembly (mfma, wmma, mma.sync, wgmma, tcgen05 or
-    none) and the distinct instructions seen (a few)."""
+    none) and the distinct instructions seen (the first four, or all with `every`)."""
     for family, pattern in (_AMD_FAMILIES if amd else _NV_FAMILIES):
         found = sorted(set(pattern.findall(asm_text)))
         if found:
-            return family, found[:4]
+            return family, found if every else found[:4]
     return "none", []
 
 
@@ -70,20 +70,60 @@ def async_copy_sizes(ptx: str) -> dict:
     return sizes
 
 
-_DOT = re.compile(r"tt\.dot(?:_scaled)?\s([^:]*):\s*tensor<([^>]*)>\s*\*\s*tensor<([^>]*)>\s*->\s*tensor<([^>]*)>")
+_DOT = re.compile(r"(?:(%[\w.#]+)\s*=\s*)?tt\.dot(?:_scaled)?\s+([^:{]*)(\{[^}]*\})?\s*:\s*"
+                  r"tensor<([^>]*)>\s*\*\s*tensor<([^>]*)>\s*->\s*tensor<([^>]*)>")
 _PRECISION = re.compile(r"inputPrecision\s*=\s*(\w+)")
+# an operand converted just before the dot: `%x = tt.fp_to_fp %y : tensor<..xf8E4M3FNUZ> -> tensor<..xf16>`
+_UPCAST = re.compile(r"(%[\w.#]+)\s*=\s*tt\.fp_to_fp\s+%[\w.#]+[^:]*:\s*tensor<([^>]*)>\s*->\s*tensor<([^>]*)>")
+
+
+def _elem(tensor_type: str) -> str:
+    return tensor_type.split("x")[-1].split(",")[0].strip()
 
 
 def dots_in(ttir: str) -> list[dict]:
-    """Each tl.dot in the TTIR: operand and result element types and input precision (TTIR
-    prints the precision only when it is not the default, ieee)."""
+    """Each tl.dot in the TTIR: operand and result element types and input precision.
+
+    The precision is given for fp32 operands only (TTIR prints the backend's default, e.g. tf32
+    on NVIDIA, on every dot, where it means nothing for fp16 or fp8; it omits ieee). An operand
+    the frontend upcast right before the dot (an fp8 format the arch does not take natively, as
+    gfx950 does with FNUZ) is reported as the format the kernel gave, with `upcast` naming what
+    the dot received."""
+    upcast = {m.group(1): (_elem(m.group(2)), _elem(m.group(3))) for m in _UPCAST.finditer(ttir)}
     out = []
     for m in _DOT.finditer(ttir):
-        elem = [t.split("x")[-1].split(",")[0].strip() for t in m.group(2, 3, 4)]
-        given = _PRECISION.search(m.group(1))
-        prec = given.group(1) if given else ("ieee" if elem[0] == "f32" else None)
-        out.append({"a": elem[0], "b": elem[1], "acc": elem[2], "precision": prec})
+        elem = [_elem(t) for t in m.group(4, 5, 6)]
+        operands = [o.strip() for o in m.group(2).split(",")][:2]
+        dot = {"a": elem[0], "b": elem[1], "acc": elem[2], "precision": None}
+        for key, name in zip(("a", "b"), operands):
+            src = upcast.get(name)
+            if src and src[0].startswith("f8"):
+                dot[key] = src[0]
+                dot["upcast"] = src[1]
+        if elem[0] == "f32" and "upcast" not in dot:
+            given = _PRECISION.search(m.group(2) + (m.group(3) or ""))
+            dot["precision"] = given.group(1) if given else "ieee"
+        out.append(dot)
     return out
+
+
+# The operand type of a matrix instruction, from its name: what the hardware multiplies.
+# AMD (gfx90a writes no '_' before the type): v_mfma_f32_32x32x8_f16, ..._bf16(_1k), ..._xf32 (tf32), ..._f32, ..._fp8_fp8 / _bf8_fp8 (FNUZ on
+# gfx942, OCP on gfx950 and gfx12), ..._f8f6f4 (gfx950), ..._i8 / _iu8, v_mfma_f64_*. NVIDIA:
+# mma.sync / wgmma name A's and B's types (.f16, .bf16, .tf32, .e4m3, .e5m2, .s8, .f64);
+# tcgen05.mma names a kind (kind::f16 covers f16 and bf16, kind::f8f6f4 the 8-bit and smaller).
+_AMD_OPERAND = (("fp8", re.compile(r"(?:fp8|bf8)_(?:fp8|bf8)$|f8f6f4$")), ("tf32", re.compile(r"xf32$")),
+                ("bf16", re.compile(r"bf16(?:_1k)?$")), ("f16", re.compile(r"f16$")),
+                ("i8", re.compile(r"iu?8$")), ("f64", re.compile(r"^v_mfma_f64")), ("f32", re.compile(r"f32$")))
+_NV_OPERAND = (("fp8", re.compile(r"\.e4m3|\.e5m2|kind::f8f6f4")), ("tf32", re.compile(r"\.tf32|kind::tf32")),
+               ("bf16", re.compile(r"\.bf16")), ("f16", re.compile(r"\.f16\.|kind::f16")),
+               ("i8", re.compile(r"\.[su]8|kind::i8")), ("f64", re.compile(r"\.f64\.f64")))
+
+
+def matrix_operand(instruction: str) -> str:
+    """'fp8', 'f16', 'bf16', 'tf32', 'f32', 'i8', 'f64' or '?' for one matrix instruction."""
+    table = _AMD_OPERAND if instruction.startswith("v_") else _NV_OPERAND
+    return next((kind for kind, pattern in table if pattern.search(instruction)), "?")
 
 
 def _cuobjdump() -> str | None:
@@ -135,12 +175,14 @@ def read_resources(kernel, arch) -> dict:
     if arch.is_amd:
         res.update(amd_resources(asm["amdgcn"]))
         res["code_bytes"] = _elf_text_bytes(asm.get("hsaco", b"")) or res.get("code_len")
-        family, instrs = matrix_instructions(asm["amdgcn"], True)
+        family, instrs = matrix_instructions(asm["amdgcn"], True, every=True)
     else:
         res.update(nvidia_resources(asm["cubin"]))
         res["code_bytes"] = _elf_text_bytes(asm["cubin"])
-        family, instrs = matrix_instructions(asm["ptx"], False)
+        family, instrs = matrix_instructions(asm["ptx"], False, every=True)
         res["async_copy_sizes"] = async_copy_sizes(asm["ptx"])
-    res.update(matrix_family=family, matrix_instructions=instrs, dots=dots_in(asm.get("ttir", "")))
+    res.update(matrix_family=family, matrix_instructions=instrs[:4],
+               matrix_operands=sorted({matrix_operand(i) for i in instrs}),
+               dots=dots_in(asm.get("ttir", "")))
     return res
 

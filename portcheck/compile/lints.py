@@ -10,13 +10,16 @@ a default severity, and may be re-graded or given another threshold per matrix:
     low-occupancy = { threshold = 0.25 }                 # fraction of the arch's maximum
     compiler-warning = "off"                             # a bare string sets the severity
 
-A finding is {rule, severity, message}; `verdict()` turns a record's findings into its verdict.
+A finding is {rule, severity, message}; `verdict()` turns a record's findings into its verdict:
+by default an error fails it, and with fail_on = "warning" (`portcheck compile --fail-on warning`,
+the matrix's `[compile] fail_on`) a warning does too.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 SEVERITIES = ("error", "warning", "info", "off")
+FAIL_ON = ("error", "warning")     # the least severity that fails a record
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,10 @@ RULES: dict[str, Rule] = {r.name: r for r in [
     Rule("compile-timeout", "error", "the compile ran past the time limit"),
     Rule("compiler-crash", "error", "the compiler process died"),
     Rule("spills", "warning", "registers spilled to stack / scratch memory", 0, "bytes"),
+    Rule("fp8-emulated", "error",
+         "an fp8 tl.dot lowers to a wider matrix instruction or to FMA instead of the arch's fp8 "
+         "one (a format the arch does not take natively, e.g. OCP e4m3 on gfx942)"),
+    Rule("fp8-unsupported", "error", "an fp8 tl.dot on an arch whose matrix units take no fp8 format"),
     Rule("no-matrix-instruction", "warning",
          "a tl.dot uses no matrix instruction although the arch has one for its dtypes"),
     Rule("narrow-async-copy", "warning",
@@ -94,24 +101,32 @@ DEFAULT = LintConfig()
 # Element types as Triton's TTIR spells them; fp32 operands count as "tf32" when the dot asks for
 # tf32 and as "bf16" for the bf16x3/x6 decompositions. Exact ("ieee") fp32 has matrix units only
 # on CDNA (v_mfma_f32_*_f32). Sources: PTX ISA (mma / wgmma / tcgen05 kinds), AMD CDNA2, CDNA3,
-# CDNA4, RDNA3 and RDNA4 ISA guides; the instructions seen in Triton's output (FACTS.md).
+# CDNA4, RDNA3 and RDNA4 ISA guides; the instructions seen in Triton's output (FACTS.md). The fp8
+# formats come from the arch table (Arch.fp8_native).
 _HALF = {"f16", "bf16"}
 _F64 = {"f64"}     # NVIDIA mma.sync .f64 (sm_80+), CDNA v_mfma_f64
 _INT8 = {"i8"}
-_OCP_FP8 = {"f8E4M3FN", "f8E5M2"}
-_FNUZ_FP8 = {"f8E4M3FNUZ", "f8E5M2FNUZ"}
 MATRIX_DTYPES = {
     "sm_80": _HALF | _F64 | _INT8 | {"tf32"},
-    "sm_89": _HALF | _F64 | _INT8 | _OCP_FP8 | {"tf32"},
-    "sm_90a": _HALF | _F64 | _INT8 | _OCP_FP8 | {"tf32"},
-    "sm_100a": _HALF | _F64 | _INT8 | _OCP_FP8 | {"tf32"},
-    "sm_120": _HALF | _F64 | _INT8 | _OCP_FP8 | {"tf32"},
+    "sm_89": _HALF | _F64 | _INT8 | {"tf32"},
+    "sm_90a": _HALF | _F64 | _INT8 | {"tf32"},
+    "sm_100a": _HALF | _F64 | _INT8 | {"tf32"},
+    "sm_120": _HALF | _F64 | _INT8 | {"tf32"},
     "gfx90a": _HALF | _F64 | _INT8 | {"f32"},
-    "gfx942": _HALF | _F64 | _INT8 | _FNUZ_FP8 | {"f32", "tf32"},
-    "gfx950": _HALF | _F64 | _INT8 | _OCP_FP8 | {"f32"},
+    "gfx942": _HALF | _F64 | _INT8 | {"f32", "tf32"},
+    "gfx950": _HALF | _F64 | _INT8 | {"f32"},
     "gfx1100": _HALF | _INT8,
-    "gfx1201": _HALF | _INT8 | _OCP_FP8,
+    "gfx1201": _HALF | _INT8,
 }
+# portcheck's fp8 names (facts/archs.py, dtypes.py) as TTIR spells the element types
+TTIR_FP8 = {"fp8e4nv": "f8E4M3FN", "fp8e5": "f8E5M2", "fp8e4b8": "f8E4M3FNUZ", "fp8e5b16": "f8E5M2FNUZ",
+            "fp8e4b15": "f8E4M3B11FNUZ"}
+_FP8_NAME = {ttir: name for name, ttir in TTIR_FP8.items()}
+
+
+def native_fp8(arch) -> set[str]:
+    """The TTIR element types of the fp8 formats the arch's matrix units take natively."""
+    return {TTIR_FP8[f] for f in arch.fp8_native}
 
 
 def _dot_operand_kind(elem: str, precision: str | None, arch) -> str:
@@ -126,9 +141,31 @@ def _dot_operand_kind(elem: str, precision: str | None, arch) -> str:
 
 
 def expects_matrix_instruction(dot: dict, arch) -> bool:
-    have = MATRIX_DTYPES.get(arch.name, set())
+    have = MATRIX_DTYPES.get(arch.name, set()) | native_fp8(arch)
     kinds = {_dot_operand_kind(dot[k], dot.get("precision"), arch) for k in ("a", "b")}
     return bool(kinds) and kinds <= have
+
+
+def _fp8_dot_finding(dot: dict, raw: dict, arch) -> tuple[str, str] | None:
+    """(rule, message) for an fp8 dot that does not reach the arch's fp8 matrix instruction,
+    judged from the instructions the compiler emitted (their operand types), else None."""
+    fp8 = [dot[k] for k in ("a", "b") if dot[k].startswith("f8")]
+    if not fp8:
+        return None
+    names = ", ".join(dict.fromkeys(_FP8_NAME.get(t, t) for t in fp8))
+    shape = f"tl.dot {dot['a']} x {dot['b']} -> {dot.get('acc', '?')}"
+    instrs = raw.get("matrix_instructions") or []
+    lowered = (f"{instrs[0]} ({', '.join(raw.get('matrix_operands') or ['?'])} operands)" if instrs
+               else "FMA (no matrix instruction)")
+    if not arch.fp8_native:
+        return "fp8-unsupported", (f"{shape} ({names}) on {arch.name}, whose matrix units take no fp8 "
+                                   f"format: it lowers to {lowered}")
+    if "fp8" in (raw.get("matrix_operands") or []):
+        return None
+    native = ", ".join(arch.fp8_native)
+    why = (f"{names} is native on {arch.name}, yet" if set(fp8) <= native_fp8(arch)
+           else f"{names} is not native on {arch.name} (its fp8 matrix units take {native}):")
+    return "fp8-emulated", f"{shape}: {why} it lowers to {lowered}"
 
 
 # ---- the rules --------------------------------------------------------------------------------
@@ -178,9 +215,14 @@ def findings(raw: dict, arch, options: dict, config: LintConfig = DEFAULT) -> li
         detail = f"{spill_count} VGPRs spilled, " if spill_count else ""
         add("spills", f"{detail}{spill} B of {'scratch' if arch.is_amd else 'stack'} per thread "
                       f"(threshold {config.thresholds['spills']:g} B)")
+    for dot in raw.get("dots", []):
+        fp8 = _fp8_dot_finding(dot, raw, arch)
+        if fp8:
+            add(*fp8)
+            break
     family = raw.get("matrix_family") or "none"
     for dot in raw.get("dots", []):
-        if family == "none" and expects_matrix_instruction(dot, arch):
+        if family == "none" and not dot["a"].startswith("f8") and expects_matrix_instruction(dot, arch):
             add("no-matrix-instruction",
                 f"tl.dot {dot['a']} x {dot['b']} -> {dot.get('acc', '?')}"
                 f"{' (' + dot['precision'] + ')' if dot.get('precision') else ''} runs without "
@@ -204,16 +246,22 @@ def findings(raw: dict, arch, options: dict, config: LintConfig = DEFAULT) -> li
     return out
 
 
-def verdict(found: list[dict], status: str) -> str:
-    """error: the compile could not be judged (timeout, crash); fail: an error-severity finding;
-    skip: nothing to build on the arch, or the toolchain itself is missing; pass otherwise
-    (warnings and info do not fail)."""
+def failing(found: list[dict], fail_on: str = "error") -> list[dict]:
+    """The findings that fail a record: errors, and warnings too when fail_on is 'warning'."""
+    severities = FAIL_ON[:FAIL_ON.index(fail_on) + 1]
+    return [f for f in found if f["severity"] in severities]
+
+
+def verdict(found: list[dict], status: str, fail_on: str = "error") -> str:
+    """error: the compile could not be judged (timeout, crash); fail: a finding at or above
+    `fail_on` (error by default), or no binary; skip: nothing to build on the arch, or the
+    toolchain itself is missing; pass otherwise (info never fails)."""
     if status in ("toolchain", "skip"):
         return "skip"
     errors = [f for f in found if f["severity"] == "error"]
     if any(f["rule"] in ("compile-timeout", "compiler-crash") for f in errors):
         return "error"
-    if errors or status != "ok":
+    if failing(found, fail_on) or status != "ok":
         return "fail"
     return "pass"
 

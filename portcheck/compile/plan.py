@@ -13,11 +13,12 @@ import inspect
 import math
 from dataclasses import dataclass, field
 
-from .lints import LintConfig
+from .lints import FAIL_ON, LintConfig
 from ..facts.archs import ARCHS, DEFAULT_ARCHS, arch as get_arch
 
 DEFAULT_TIMEOUT = 300.0      # seconds per compile: one pathological config took over 9 minutes
 DEFAULT_JOBS = 2
+NO_VARIANTS = "(no variants)"   # the label of the one record of a case with no launch on an arch
 
 
 # ---- settings (the matrix's [compile] table) ------------------------------------------------
@@ -29,11 +30,12 @@ class CompileSettings:
     jobs: int = DEFAULT_JOBS
     lints: LintConfig = field(default_factory=LintConfig)
     max_variants: int = 0      # per case x arch (0: all); CI samples, `portcheck compile` takes all
+    fail_on: str = "error"     # the least severity that fails a record: error or warning
 
     @classmethod
     def from_table(cls, table: dict, bad) -> "CompileSettings":
         """Validate a matrix's [compile] table; `bad(key, problem)` builds the UsageError."""
-        known = {"archs", "timeout", "jobs", "lints", "max_variants"}
+        known = {"archs", "timeout", "jobs", "lints", "max_variants", "fail_on"}
         for key in table:
             if key not in known:
                 raise bad(key, f"is not a known [compile] key; known: {', '.join(sorted(known))}")
@@ -55,7 +57,10 @@ class CompileSettings:
         most = table.get("max_variants", 0)
         if isinstance(most, bool) or not isinstance(most, int) or most < 0:
             raise bad("max_variants", f"must be an integer >= 0 (0: every variant), got {most!r}")
-        return cls(tuple(archs), float(timeout), jobs, LintConfig.from_table(lints, bad), most)
+        fail_on = table.get("fail_on", "error")
+        if fail_on not in FAIL_ON:
+            raise bad("fail_on", f"must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+        return cls(tuple(archs), float(timeout), jobs, LintConfig.from_table(lints, bad), most, fail_on)
 
 
 # ---- the portable form of launch arguments ---------------------------------------------------
@@ -261,15 +266,17 @@ def sample(variants: list, most: int) -> list:
 def plan(cases, archs, captured: dict | None = None, max_variants: int = 0) -> list[Task]:
     """Tasks for every case x variant x arch, in a fixed order (case, arch, variant).
 
-    A case without `variants` uses `captured[case.name]` (portcheck.compile.capture.for_cases: a list
-    of variants, or a message saying why capture failed); a case left with no variants gets one
-    task that carries the reason, which the record reports as a failure.
+    A case without `variants` uses `captured[case.name]` (portcheck.compile.capture.for_cases: per
+    arch or for all archs, a list of variants or a message saying why capture failed); a case left
+    with no variants gets one task that carries the reason, which the record reports as a failure.
     """
     tasks = []
     for case in cases:
         for arch_name in archs:
             a = get_arch(arch_name)
             got = (captured or {}).get(case.name, [])
+            if isinstance(got, dict):   # captured per arch (portcheck.compile.capture.for_cases)
+                got = got.get(arch_name, [])
             variants = list(case.variants(a)) if case.variants is not None else \
                 (got if isinstance(got, list) else [])
             if isinstance(got, str) and case.variants is None:
@@ -277,7 +284,7 @@ def plan(cases, archs, captured: dict | None = None, max_variants: int = 0) -> l
                                   {"error": got}, {}))
                 continue
             if not variants:   # e.g. an fp8 kernel on an arch without fp8: nothing to build there
-                tasks.append(Task(case.name, case.family, case.dtypes[0], "(no variants)", arch_name,
+                tasks.append(Task(case.name, case.family, case.dtypes[0], NO_VARIANTS, arch_name,
                                   {"skip": f"{case.name} declares no launch for {arch_name}"}, {}))
                 continue
             labelled = list(zip(_unique_labels(variants), variants))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from .plan import NO_VARIANTS
 from ..facts.archs import ARCHS
 from ..reports.output import md_escape as _md
 
@@ -49,7 +50,9 @@ def cell(records: list[dict]) -> str:
     failed = [r for r in records if r["verdict"] in _FAILED]
     n = len(records)
     if failed:
-        rules = Counter(f["rule"] for r in failed for f in r.get("lints") or () if f["severity"] == "error")
+        # the errors that failed them, else the warnings (a run with fail_on = "warning")
+        rules = (Counter(f["rule"] for r in failed for f in r.get("lints") or () if f["severity"] == "error")
+                 or Counter(f["rule"] for r in failed for f in r.get("lints") or () if f["severity"] == "warning"))
         mark = next(_FAILED[v] for v in _FAILED if any(r["verdict"] == v for r in failed))
         rule = f" {rules.most_common(1)[0][0]}" if rules else ""
         return f"{mark}{rule} {len(failed)}/{n}"
@@ -61,7 +64,8 @@ def cell(records: list[dict]) -> str:
     if not m:
         return f"xfail {len(ran)}/{n}" if all(r["verdict"] == "xfail" for r in ran) else "?"
     regs, spills, shared = _worst(m, "regs"), _worst(m, "spills"), _worst(m, "shared")
-    occupancy = _worst(m, "occupancy", min)
+    occupancy = _worst([{"occupancy": x.get("occupancy_effective", x.get("occupancy"))} for x in m],
+                       "occupancy", min)   # effective: as the low-occupancy lint and the gate read it
     arch = ARCHS.get(records[0]["arch"])
     over = arch is not None and shared is not None and shared > arch.shared_per_block
     text = (f"ok {'?' if regs is None else f'{regs:.0f}'}r {spills or 0:.0f}sp {_size(shared)}"
@@ -111,12 +115,14 @@ def compile_matrix(records: list[dict], detail_limit: int = 200) -> str:
         if len(found) > detail_limit:
             out.append(f"- ... and {len(found) - detail_limit} more (results.jsonl has them all)")
         out.append("")
-    skipped = Counter((r["arch"], (r.get("provenance") or {}).get("triton", "?"), r.get("message", ""))
-                      for r in recs if r["verdict"] == "skip")
+    # a case that declares no launch for an arch has one placeholder record there, not a variant
+    skipped = Counter((r["arch"], (r.get("provenance") or {}).get("triton", "?"), r.get("message", ""),
+                       r.get("variant") == NO_VARIANTS) for r in recs if r["verdict"] == "skip")
     if skipped:
         out += ["### Not compiled", ""]
-        out += [f"- {_md(arch)}{_md(' triton ' + rel) if by_release else ''}: {_md(msg)} ({n} variants)"
-                for (arch, rel, msg), n in sorted(skipped.items())][:detail_limit]
+        out += [f"- {_md(arch)}{_md(' triton ' + rel) if by_release else ''}: {_md(msg)}"
+                + ("" if placeholder else f" ({n} variant{'s' if n != 1 else ''})")
+                for (arch, rel, msg, placeholder), n in sorted(skipped.items())][:detail_limit]
         out.append("")
     info = Counter(f["rule"] for r in recs for f in r.get("lints") or () if f["severity"] == "info")
     if info:

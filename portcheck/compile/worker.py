@@ -27,7 +27,7 @@ from .plan import decode
 from ..facts.archs import arch as get_arch
 
 AMD_ONLY_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack", "schedule_hint")
-EXTRACT_VERSION = 4          # bump when the extracted facts change (invalidates their cache)
+EXTRACT_VERSION = 5          # bump when the extracted facts change (invalidates their cache)
 
 
 def resolve_kernel(ref: dict):

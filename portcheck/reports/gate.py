@@ -10,7 +10,7 @@ A regression is any of:
 - error-growth  the worst error over its tolerance grew by more than `error_factor`
 - spills        a compiled variant spills more registers than before (new spills included)
 - shared-cap    shared memory / LDS per block went over the arch's cap
-- occupancy     occupancy fell
+- occupancy     the effective occupancy (the low-occupancy lint's figure) fell
 - slowdown      the median time grew by more than `slowdown` (relative) AND by more than the noise
                 measured in the two runs (the larger interquartile range, at least the timer's
                 resolution), so a noisy figure cannot fail a change on its own
@@ -151,11 +151,28 @@ def _resources(base: dict, cur: dict) -> list[Finding]:
     bsh, csh = number(bm.get("shared")), number(cm.get("shared"))
     if cap is not None and bsh is not None and csh is not None and (bsh > cap) != (csh > cap):
         out.append(Finding("shared-cap", csh > cap, cur, f"{bsh:.0f} B of {cap} B", f"{csh:.0f} B of {cap} B"))
-    bo, co = number(bm.get("occupancy")), number(cm.get("occupancy"))
+    bo, co = _effective_occupancy(bm), _effective_occupancy(cm)
     if bo is not None and co is not None and co != bo:
-        unit = cm.get("occupancy_unit") or ""
-        out.append(Finding("occupancy", co < bo, cur, f"{bo:g} {unit}".strip(), f"{co:g} {unit}".strip()))
+        out.append(Finding("occupancy", co < bo, cur, _occupancy_text(bm, cur["arch"]),
+                           _occupancy_text(cm, cur["arch"])))
     return out
+
+
+def _effective_occupancy(metrics: dict) -> float | None:
+    """The occupancy the low-occupancy lint shows: bounded by LDS on AMD (`occupancy_effective`);
+    records written before it existed have only `occupancy`."""
+    return number(metrics.get("occupancy_effective", metrics.get("occupancy")))
+
+
+def _occupancy_text(metrics: dict, arch: str) -> str:
+    """'1 waves/SIMD effective (the compiler states 2)': on AMD both figures, since the
+    compiler's ignores the LDS; NVIDIA's is computed here from every limit, so it is one figure."""
+    unit = metrics.get("occupancy_unit") or ""
+    text = f"{_effective_occupancy(metrics):g} {unit}".strip()
+    stated = number(metrics.get("occupancy"))
+    if vendor_of(arch) == "amd" and "occupancy_effective" in metrics and stated is not None:
+        text += f" effective (the compiler states {stated:g})"
+    return text
 
 
 def _compare_pair(base: dict, cur: dict, th: Thresholds) -> list[Finding]:

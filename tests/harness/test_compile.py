@@ -16,7 +16,7 @@ from portcheck import cases, cli
 from portcheck.compile.capture import capture_case, recording
 from portcheck.compile.lints import DEFAULT, LintConfig, findings
 from portcheck.facts.archs import ARCHS
-from portcheck.compile.binary import async_copy_sizes, dots_in, matrix_instructions
+from portcheck.compile.binary import async_copy_sizes, dots_in, matrix_instructions, matrix_operand
 from portcheck.compile.occupancy import occupancy
 from portcheck.compile.plan import CompileSettings, Task, plan, variant_task
 from portcheck.compile.records import compile_tasks
@@ -70,6 +70,18 @@ def test_rejections_carry_the_compilers_own_line(lint_records):
     assert not tf32.metrics["compiled"]
     fnuz = lint_records["fnuz_cast_sm90"]
     assert fnuz.message.startswith("type fp8e4b8 not supported in this architecture")
+
+
+def test_fp8_lints_read_the_instruction(lint_records):
+    emulated = lint_records["ocp_fp8_gfx942"]
+    assert emulated.metrics["matrix_operands"] == ["f16"]
+    assert "fp8e4nv is not native on gfx942" in emulated.message
+    assert "v_mfma_f32_32x32x8_f16" in emulated.message
+    assert "fp8e4b8 is not native on gfx950" in lint_records["fnuz_fp8_gfx950"].message
+    assert "no fp8 format" in lint_records["fp8_gfx90a"].message
+    assert "FMA (no matrix instruction)" in lint_records["fp8_gfx90a"].message
+    for native in ("fnuz_fp8_gfx942", "ocp_fp8_gfx950"):
+        assert lint_records[native].metrics["matrix_operands"] == ["fp8"], native
 
 
 def test_spilling_dot_on_rdna3(lint_records):
@@ -153,6 +165,27 @@ def test_parsers_on_compiler_text():
             "tensor<64x128xf8E4M3FNUZ> -> tensor<128x128xf32> loc(#loc2)")
     assert dots_in(ttir) == [{"a": "f32", "b": "f32", "acc": "f32", "precision": "tf32"},
                              {"a": "f8E4M3FNUZ", "b": "f8E4M3FNUZ", "acc": "f32", "precision": None}]
+    # NVIDIA's TTIR names its default (tf32) on every dot: it means nothing for fp16 operands
+    f16 = "%4 = tt.dot %a, %b, %c, inputPrecision = tf32 : tensor<64x32xf16> * tensor<32x64xf16> -> tensor<64x64xf32>"
+    assert dots_in(f16) == [{"a": "f16", "b": "f16", "acc": "f32", "precision": None}]
+    # an attribute dictionary (sm_90a's fp8 dots) and operands upcast just before the dot (gfx950, FNUZ)
+    attrs = ("%acc_21 = tt.dot %a_12, %b_20, %acc_1 {maxNumImpreciseAcc = 1073741824 : i32} : "
+             "tensor<64x64xf8E4M3FN> * tensor<64x64xf8E4M3FN> -> tensor<64x64xf32> loc(#loc36)")
+    assert dots_in(attrs) == [{"a": "f8E4M3FN", "b": "f8E4M3FN", "acc": "f32", "precision": None}]
+    upcast = ("%acc_21 = tt.fp_to_fp %a_14 : tensor<64x64xf8E4M3FNUZ> -> tensor<64x64xf16> loc(#loc36)\n"
+              "%acc_22 = tt.fp_to_fp %b_20 : tensor<64x64xf8E4M3FNUZ> -> tensor<64x64xf16> loc(#loc36)\n"
+              "%acc_23 = tt.dot %acc_21, %acc_22, %acc_8 : tensor<64x64xf16> * tensor<64x64xf16> -> "
+              "tensor<64x64xf32> loc(#loc36)")
+    assert dots_in(upcast) == [{"a": "f8E4M3FNUZ", "b": "f8E4M3FNUZ", "acc": "f32", "precision": None,
+                                "upcast": "f16"}]
+    for instruction, operand in [("v_mfma_f32_32x32x8_f16", "f16"), ("v_mfma_f32_32x32x8bf16_1k", "bf16"),
+                                 ("v_mfma_f32_32x32x4_xf32", "tf32"), ("v_mfma_f32_32x32x2f32", "f32"),
+                                 ("v_mfma_f32_32x32x16_fp8_fp8", "fp8"), ("v_mfma_f32_32x32x64_f8f6f4", "fp8"),
+                                 ("v_wmma_i32_16x16x16_iu8", "i8"),
+                                 ("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", "fp8"),
+                                 ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "tf32"),
+                                 ("tcgen05.mma.cta_group::1.kind::f8f6f4", "fp8")]:
+        assert matrix_operand(instruction) == operand, instruction
     assert matrix_instructions("  tcgen05.mma.cta_group::1.kind::f16 [%r1]", False)[0] == "tcgen05"
     assert matrix_instructions("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", False)[0] == "wgmma"
     assert matrix_instructions("v_wmma_f32_16x16x16_f16 v[0:7]", True)[0] == "wmma"
@@ -292,7 +325,8 @@ def test_capture_records_every_autotune_config_and_compiles_them():
 # (case, module whose launcher picks the config, the declared variant its bench spec launches)
 DECLARED = [("softmax", "softmax", "bf16 n=4096"), ("rmsnorm", "rmsnorm", "bf16 n=4096"),
             ("layernorm", "layernorm", "bf16 n=4096"), ("silu_mul", "activations", "bf16 silu d=14336"),
-            ("quant_int8_per_token", "quant", "bf16 n=8192"), ("dequant_int8", "quant", "bf16 per-token"),
+            ("quant_int8_per_token", "quant.launcher", "bf16 n=8192"),
+            ("dequant_int8", "quant.launcher", "bf16 per-token"),
             ("rope", "rope", "bf16 head=128 rot=128 neox"),
             ("bias_gelu_dropout", "bias_gelu_dropout", "bf16 n=4096"),
             ("kv_cache_write", "kv_cache", "bf16 heads=8 d=128"),
@@ -409,17 +443,56 @@ def test_unwritable_out_file_fails_before_any_compile(no_compiles, capsys, tmp_p
     assert "cannot create output directory" in capsys.readouterr().err
 
 
+def test_fail_on_warning_fails_a_warning(monkeypatch, capsys, tmp_path):
+    """waves_per_eu given to sm_90a is a warning: exit 0 by default, 1 with --fail-on warning."""
+    variant, arch, rule = lint_kernels.LINT_CASES["amd_option_sm90"]
+    case = cases.Case(name="lint_amd_option", family="lint", dtypes=("fp32",), inputs=None, make=None,
+                      outputs=None, launch=None, oracle=None, tolerance=None,
+                      variants=lambda a: [variant])
+    cases.all_cases()                                  # the built-ins first, then this one
+    monkeypatch.setitem(cases._REGISTRY, case.name, case)
+    for extra, code in (([], 0), (["--fail-on", "warning"], 1)):
+        out = tmp_path / f"out{len(extra)}"
+        argv = ["compile", "--kernel", case.name, "--arch", arch, "--out", str(out), "--jobs", "1", *extra]
+        assert cli.main(argv) == code
+        (record,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+        assert record["verdict"] == ("fail" if code else "pass")
+        assert (rule in record["message"]) == bool(code)
+    assert "FAIL amd-option-on-nvidia 1/1" in (out / "compile.md").read_text()
+
+
+def test_gate_compares_the_effective_occupancy():
+    from portcheck.reports.gate import _resources
+    metrics = {"occupancy": 2, "occupancy_effective": 2, "occupancy_unit": "waves/SIMD"}
+    base = {"arch": "gfx942", "metrics": metrics}
+    cur = {"arch": "gfx942", "metrics": {**metrics, "occupancy_effective": 0}}   # LDS-bound now
+    (found,) = _resources(base, cur)
+    assert found.check == "occupancy" and found.regression
+    assert (found.before, found.after) == ("2 waves/SIMD effective (the compiler states 2)",
+                                           "0 waves/SIMD effective (the compiler states 2)")
+
+
+def test_not_compiled_counts_variants_only():
+    from portcheck.compile.report import compile_matrix
+    rec = {"kind": "compile", "case": "k", "arch": "gfx90a", "verdict": "skip", "variant": "(no variants)",
+           "message": "k declares no launch for gfx90a", "lints": [], "provenance": {"triton": "3.9.0"}}
+    text = compile_matrix([rec, {**rec, "variant": "a", "message": "toolchain missing"}])
+    assert "- gfx90a: k declares no launch for gfx90a\n" in text
+    assert "- gfx90a: toolchain missing (1 variant)" in text
+
+
 def test_matrix_compile_table_is_validated(tmp_path):
     from portcheck.errors import UsageError
     from portcheck.matrix import load
     good = tmp_path / "m.toml"
     good.write_text('[run]\n[compile]\narchs = ["gfx942"]\njobs = 3\ntimeout = 60\nmax_variants = 2\n'
-                    '[compile.lints]\nspills = { severity = "error", threshold = 64 }\n')
+                    'fail_on = "warning"\n[compile.lints]\nspills = { severity = "error", threshold = 64 }\n')
     s = load(good).compile
-    assert (s.archs, s.jobs, s.timeout, s.max_variants) == (("gfx942",), 3, 60.0, 2)
+    assert (s.archs, s.jobs, s.timeout, s.max_variants, s.fail_on) == (("gfx942",), 3, 60.0, 2, "warning")
     assert s.lints.severities["spills"] == "error" and s.lints.thresholds["spills"] == 64
     for body, problem in [('archs = ["gfx999"]', "unknown arch"), ("jobs = 0", "positive integer"),
                           ("timeout = -1", "positive number"), ("colour = 1", r"not a known \[compile\] key"),
+                          ('fail_on = "info"', "must be one of error, warning"),
                           ('[compile.lints]\nbogus = "error"', "unknown rule")]:
         bad = tmp_path / "bad.toml"
         bad.write_text(f"[run]\n[compile]\n{body}\n")

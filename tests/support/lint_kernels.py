@@ -5,7 +5,8 @@ output. They are not portcheck's kernels and are never registered.
 Each configuration is a real portability failure reported by kernel teams (FACTS.md): an
 NVIDIA-tuned tile that needs more than gfx942's 64 KB of LDS, tf32 asked of an arch that has no
 tf32 path, an FNUZ fp8 format on NVIDIA, 32 warps on a wave64 arch, an fp32 dot on RDNA (no fp32
-WMMA) that runs out of VGPRs, and an AMD-only knob handed to an NVIDIA target.
+WMMA) that runs out of VGPRs, an AMD-only knob handed to an NVIDIA target, and fp8 dots in a
+format the arch's matrix units do not take (FNUZ vs OCP on MI300 and MI355, none on MI250).
 """
 import triton
 import triton.language as tl
@@ -70,6 +71,13 @@ LINT_CASES = {
     # exact fp32 has no WMMA on RDNA3: a 128x128 fp32 tile on 4 waves runs out of 256 VGPRs
     "spill_fp32_gfx1100": (_dot("fp32", 128, 128, 16, warps=4), "gfx1100", "spills"),
     "fp16_gfx1100": (_dot("fp16", 128, 128, 16, warps=4), "gfx1100", None),
+    # OCP e4m3 on gfx942 (native: FNUZ) is upcast to an fp16 MFMA; gfx950 upcasts FNUZ likewise;
+    # gfx90a has no fp8 MFMA at all (an FMA loop). The native formats reach the fp8 MFMA.
+    "ocp_fp8_gfx942": (_dot("fp8e4nv", 64, 64, 64), "gfx942", "fp8-emulated"),
+    "fnuz_fp8_gfx950": (_dot("fp8e4b8", 64, 64, 64), "gfx950", "fp8-emulated"),
+    "fp8_gfx90a": (_dot("fp8e4b8", 64, 64, 64), "gfx90a", "fp8-unsupported"),
+    "fnuz_fp8_gfx942": (_dot("fp8e4b8", 64, 64, 64), "gfx942", None),
+    "ocp_fp8_gfx950": (_dot("fp8e4nv", 64, 64, 64), "gfx950", None),
     # waves_per_eu reaches only the AMD compiler; NVIDIA's ignores it (a JIT launch rejects it)
     "amd_option_sm90": (_convert("fp32", "fp16", options={"waves_per_eu": 2}), "sm_90a", "amd-option-on-nvidia"),
     "amd_option_gfx942": (_convert("fp32", "fp16", options={"waves_per_eu": 2}), "gfx942", None),
