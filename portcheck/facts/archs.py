@@ -185,3 +185,62 @@ def arch_from_gcn_name(gcn_arch_name: str) -> str:
     if not name.startswith("gfx"):
         raise ValueError(f"not an AMD GCN arch name: {gcn_arch_name!r}")
     return name
+
+
+# ---- a device with no row of its own -----------------------------------------------------------
+
+def _generation(name: str) -> tuple[str, str, int] | None:
+    """(vendor, matrix-unit generation, version) of an arch name, or None for a name of neither
+    form: sm_86 -> ('nvidia', 'sm_8x', 86), the compute capability's major; gfx942 -> ('amd',
+    'gfx94x', 0x42), CDNA's generations are the digit after gfx9 (gfx90x, gfx94x, gfx95x);
+    gfx1101 -> ('amd', 'gfx11xx', 0x01), RDNA's are the gfx major."""
+    if name.startswith("sm_") and name[3:].rstrip("a").isdigit():
+        capability = int(name[3:].rstrip("a"))
+        return "nvidia", f"sm_{capability // 10}x", capability
+    body = name[3:]
+    if not (name.startswith("gfx") and len(body) >= 3 and body[:-2].isdigit()):
+        return None
+    try:
+        version = int(body[-2:], 16)
+    except ValueError:
+        return None
+    family = f"gfx{body[:2]}x" if body[:-2] == "9" else f"gfx{body[:-2]}xx"
+    return "amd", family, version
+
+
+def _arch_specific(arch: Arch) -> bool:
+    """sm_90a, sm_100a: features (wgmma, tcgen05) that only their own generation has."""
+    return arch.vendor == "nvidia" and arch.name.endswith("a")
+
+
+def nearest_row(name: str) -> tuple[Arch, str]:
+    """The row a device runs as, and why when it is not its own row: the nearest row of its vendor
+    and matrix-unit generation at or below it (sm_86, sm_87 -> sm_80; sm_103 -> sm_100a; gfx1151
+    -> gfx1100); on AMD, whose chips of a generation share their matrix units, else the nearest
+    above it (gfx1200 -> gfx1201, gfx941 -> gfx942). An NVIDIA arch of a generation with no row
+    (sm_110, sm_130) runs as the newest older row whose features it has: not an arch-specific one.
+    Raises ValueError when no row of the vendor fits (sm_75, gfx1030)."""
+    if name in ARCHS:
+        return ARCHS[name], ""
+    known = f"known: {', '.join(ARCHS)}"
+    gen = _generation(name)
+    if gen is None:
+        raise ValueError(f"the device is {name}, which is not an arch name portcheck can read ({known})")
+    vendor, family, version = gen
+    rows = sorted(((_generation(a.name)[2], a) for a in ARCHS.values() if a.vendor == vendor),
+                  key=lambda row: row[0])
+    same = [(v, a) for v, a in rows if _generation(a.name)[1] == family]
+    below = [a for v, a in same if v <= version]
+    above = [a for v, a in same if v > version]
+    older = [a for v, a in rows if v < version and not _arch_specific(a)]
+    if below:
+        row, how = below[-1], f"the nearest row of its generation ({family}) below it"
+    elif above and vendor == "amd":
+        row, how = above[0], f"the row of its generation ({family})"
+    elif vendor == "nvidia" and older:
+        row, how = older[-1], "the newest older row whose features it has (not sm_90a's wgmma, sm_100a's tcgen05)"
+    else:
+        raise ValueError(f"the device is {name}, and no {vendor} row of portcheck/facts/archs.py has "
+                         f"its matrix units ({known}); add one")
+    return row, (f"{name} has no row in portcheck/facts/archs.py: it runs as {row.name}, {how}; "
+                 f"its launch configurations, limits and peak figures are {row.name}'s")

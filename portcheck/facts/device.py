@@ -7,10 +7,11 @@ own row, archs.INTERPRETER, so launchers pick its small configurations, as they 
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import contextmanager
 from functools import lru_cache
 
-from .archs import ARCHS, INTERPRETER, Arch, arch_from_triton_target
+from .archs import INTERPRETER, Arch, arch_from_triton_target, nearest_row
 
 
 def interpreted() -> bool:
@@ -32,16 +33,29 @@ def warp_size() -> int:
 
 @lru_cache(maxsize=None)
 def current_arch() -> Arch:
-    """The arch row of the device kernels launch on now (INTERPRETER under TRITON_INTERPRET).
-    A device with no row in the table is refused: its configurations would be guesses."""
+    """The arch row of the device kernels launch on now (INTERPRETER under TRITON_INTERPRET). A
+    device with no row of its own runs as the nearest row of its generation (archs.nearest_row,
+    said once as a warning and by arch_note()); one that no row of its vendor fits is refused:
+    its configurations would be guesses."""
     if interpreted():
         return INTERPRETER
+    row, why = nearest_row(_device_arch_name())
+    if why:
+        warnings.warn(why, stacklevel=2)
+    return row
+
+
+def arch_note() -> str:
+    """Why the active device runs as another arch's row, for where the device is described;
+    "" when it has its own row (or runs in the interpreter)."""
+    if interpreted():
+        return ""
+    return nearest_row(_device_arch_name())[1]
+
+
+def _device_arch_name() -> str:
     target = _triton_target()
-    name = arch_from_triton_target(target.backend, target.arch)
-    if name not in ARCHS:
-        raise ValueError(f"the device is {name}, which has no row in portcheck/facts/archs.py "
-                         f"(known: {', '.join(ARCHS)}); add one")
-    return ARCHS[name]
+    return arch_from_triton_target(target.backend, target.arch)
 
 
 def dot_fp32_precision(arch: Arch) -> str:
