@@ -37,7 +37,12 @@ def _ints(text: str) -> list[int]:
 
 
 def _module(case) -> object:
-    return importlib.import_module(case.launch.__module__)
+    """The module whose launch knobs the sweep overrides: a kernel package's launcher (its Cases
+    live in case.py beside it), else the family's one module."""
+    name = case.launch.__module__
+    if name.endswith(".case"):
+        name = name.removesuffix(".case") + ".launcher"
+    return importlib.import_module(name)
 
 
 def _time(case, args: dict) -> tuple[float, int]:

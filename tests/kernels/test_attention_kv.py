@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from portcheck.kernels import attention as A
+from portcheck.kernels.attention import launcher as A_launcher
 from portcheck.kernels._configs import families, load
 from portcheck.kernels import kv_cache as K
 from portcheck.kernels import paged_attention as P
@@ -25,7 +26,7 @@ from tests.support.launching import DEVICE, forbid_launches, needs_device
 
 @pytest.fixture
 def no_launch(monkeypatch):
-    forbid_launches(monkeypatch, A, "attention_fwd_kernel")
+    forbid_launches(monkeypatch, A_launcher, "attention_fwd_kernel")
     forbid_launches(monkeypatch, P, "paged_decode_kernel", "paged_decode_reduce_kernel")
     forbid_launches(monkeypatch, K, "reshape_and_cache_kernel")
 

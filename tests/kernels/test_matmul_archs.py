@@ -6,6 +6,7 @@ import pytest
 from portcheck.facts.archs import ARCHS, INTERPRETER
 from portcheck.facts.device import dot_fp32_precision
 from portcheck.kernels import matmul as mm
+from portcheck.kernels.matmul import launcher as mm_launcher
 
 ALL = sorted(ARCHS)
 
@@ -73,9 +74,9 @@ def test_kpack_only_where_triton_honours_it():
 
 def test_config_file_errors_name_the_entry():
     with pytest.raises(ValueError, match=r"\[amd\] fp8 #3: unknown key\(s\) \['blok'\]"):
-        mm._parse_config({"blok": [1, 2, 3], "group": 1, "warps": 4, "stages": 2}, "[amd] fp8 #3")
+        mm_launcher._parse_config({"blok": [1, 2, 3], "group": 1, "warps": 4, "stages": 2}, "[amd] fp8 #3")
     with pytest.raises(ValueError, match="missing key"):
-        mm._parse_config({"block": [16, 16, 16]}, "[nvidia] fp32 #1")
+        mm_launcher._parse_config({"block": [16, 16, 16]}, "[nvidia] fp32 #1")
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -8,6 +8,8 @@ import pytest
 from portcheck import cases
 from portcheck.dtypes import fmt
 from portcheck.kernels import matmul as mm
+from portcheck.kernels.matmul import case as mm_case
+from portcheck.kernels.matmul import launcher as mm_launcher
 from portcheck.facts.archs import ARCHS
 from portcheck.compile.plan import CompileSettings, variant_task
 from portcheck.compile.records import compile_tasks
@@ -68,7 +70,7 @@ def test_tf32_operands_compile_to_16_byte_copies_only_k_major():
         assert mm.k_major_only(ARCHS[arch], "fp32")
         cfg = mm.arch_configs(ARCHS[arch], "fp32", ARCHS[arch].shared_per_block)[0]
         for b_col in (False, True):
-            v = mm._variant(ARCHS[arch], "fp32", "fp32", cfg, b_col=b_col)
+            v = mm_case._variant(ARCHS[arch], "fp32", "fp32", cfg, b_col=b_col)
             tasks.append(variant_task(v, arch, "matmul", "matmul", "fp32"))
             expect.append(b_col)
         declared = [v for v in case.variants(ARCHS[arch]) if v.label.startswith("fp32 ")]
@@ -96,8 +98,9 @@ def test_autotuned_launches_compile_as_the_declared_variants(monkeypatch):
     case = cases.get("matmul")
     tasks = []
     for arch, dtype in (("sm_90a", "fp32"), ("gfx942", "bf16")):
-        monkeypatch.setattr(mm, "current_arch", lambda arch=arch: ARCHS[arch])
-        mm._autotuned.cache_clear()
+        monkeypatch.setattr(mm_launcher, "current_arch", lambda arch=arch: ARCHS[arch])
+        monkeypatch.setattr(mm_case, "current_arch", lambda arch=arch: ARCHS[arch])
+        mm_launcher._autotuned.cache_clear()
         spec = next(s for s in case.bench if s["dtype"] == dtype and s["m"] == s["n"] == 4096)
         captured = capture_case(case, [spec])
         first = captured[0]
@@ -109,7 +112,7 @@ def test_autotuned_launches_compile_as_the_declared_variants(monkeypatch):
         undeclared = dataclasses.replace(case, name=f"matmul_{arch}", variants=None)
         tasks += plan([undeclared], [arch], {f"matmul_{arch}": [first]})
         tasks.append(variant_task(declared[0], arch, "matmul"))
-    mm._autotuned.cache_clear()
+    mm_launcher._autotuned.cache_clear()
     done = compile_tasks(tasks, CompileSettings(jobs=2, timeout=600))
     for a, b in zip(done[::2], done[1::2]):
         assert a.verdict == b.verdict == "pass", (a.message, b.message)

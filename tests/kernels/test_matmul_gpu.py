@@ -8,7 +8,8 @@ import os
 import pytest
 import torch
 
-from portcheck.facts.device import dot_fp32_precision
+from portcheck.dtypes import fmt
+from portcheck.facts.device import current_arch, dot_fp32_precision
 from portcheck.kernels import matmul as mm
 from portcheck.oracles.matmul import abs_product
 from portcheck.oracles.matmul import matmul as matmul_ref
@@ -22,9 +23,9 @@ ROWS = 64   # rows of C compared against float64 at bench sizes (the whole produ
 
 def _bound(a, b, c, dtype, cfg_block_k=None, scale=1.0):
     k = a.shape[1]
-    coef, text = mm.accumulation_bound(dtype, k, cfg_block_k, dot_fp32_precision(mm.current_arch()),
-                                       mm.current_arch().fp8_accumulation if dtype in mm.FP8_DTYPES else None)
-    u_out = mm.fmt(c.dtype).unit_roundoff
+    coef, text = mm.accumulation_bound(dtype, k, cfg_block_k, dot_fp32_precision(current_arch()),
+                                       current_arch().fp8_accumulation if dtype in mm.FP8_DTYPES else None)
+    u_out = fmt(c.dtype).unit_roundoff
     ref = matmul_ref(a.double(), b.double(), scale=scale)
     s = scale * abs_product(a, b)
     bound = coef * s + u_out * ref.abs() + 2.0 ** -130
@@ -46,8 +47,8 @@ def test_autotuned_bench_shapes_agree_with_float64(dtype, n):
 
 @pytest.mark.parametrize("dtype", ["fp8e4nv", "fp8e4b8"])
 def test_autotuned_fp8_at_bench_size(dtype):
-    if dtype not in mm.current_arch().fp8_native:
-        pytest.skip(f"{dtype} does not run on {mm.current_arch().name}")
+    if dtype not in current_arch().fp8_native:
+        pytest.skip(f"{dtype} does not run on {current_arch().name}")
     n = 4096
     g = torch.Generator(device="cuda").manual_seed(1)
     a = torch.randn(n, n, device="cuda", generator=g).to(mm.FP8_DTYPES[dtype])
@@ -63,7 +64,7 @@ def test_fp8_accumulation_model_on_the_device():
     """Same-sign equal products at K = 8192, where every truncation loses in one direction:
     each configuration stays within the promoted FP22 bound (sm_89 / sm_90 / sm_120) or the fp32
     one, and the error it does make is printed for the record."""
-    arch = mm.current_arch()
+    arch = current_arch()
     fmt8 = next(iter(arch.fp8_native), None)
     if fmt8 is None:
         pytest.skip(f"{arch.name} runs no fp8")

@@ -7,6 +7,8 @@ import torch
 
 from portcheck.facts.archs import ARCHS
 from portcheck.kernels import matmul as mm
+from portcheck.kernels.matmul import case as mm_case
+from portcheck.kernels.matmul import launcher as mm_launcher
 from portcheck.oracles.matmul import int_matmul
 from portcheck.oracles.matmul import matmul as matmul_ref
 
@@ -24,9 +26,10 @@ class _NoLaunch:
 def on_arch(monkeypatch):
     """Pretend the active device is `arch` and make any launch an error."""
     def use(arch: str):
-        monkeypatch.setattr(mm, "current_arch", lambda: ARCHS[arch])
-        monkeypatch.setattr(mm, "_kernel", _NoLaunch())
-        monkeypatch.setattr(mm, "_autotuned", lambda *a: _NoLaunch())
+        monkeypatch.setattr(mm_launcher, "current_arch", lambda: ARCHS[arch])
+        monkeypatch.setattr(mm_case, "current_arch", lambda: ARCHS[arch])
+        monkeypatch.setattr(mm_launcher, "_kernel", _NoLaunch())
+        monkeypatch.setattr(mm_launcher, "_autotuned", lambda *a: _NoLaunch())
     return use
 
 
@@ -138,7 +141,7 @@ def test_wide_indexing_gives_the_same_result():
     for wide in (False, True):
         c = torch.full((20, 24), float("nan"))
         grid = (-(-20 // cfg.block_m) * -(-24 // cfg.block_n),)
-        mm._kernel[grid](a, b, c, None, None, None, 20, 24, 40, *a.stride(), *b.stride(), *c.stride(),
+        mm_launcher._kernel[grid](a, b, c, None, None, None, 20, 24, 40, *a.stride(), *b.stride(), *c.stride(),
                          **cfg.constexprs(), WIDE=wide, HAS_BIAS=False, HAS_SCALES=False,
                          ACTIVATION="none", PRECISION="ieee", FP8_ACC="none")
         outs.append(c)
@@ -174,16 +177,16 @@ def test_fp32_on_a_tf32_arch_is_also_compared_with_the_library_at_tf32(on_arch):
     spec = {"dtype": "fp32", "m": 8, "n": 8, "k": 8, "a_layout": "row", "b_layout": "row",
             "bias": False, "activation": "none", "config": None, "regime": "normal", "seed": 0}
     on_arch("sm_90a")
-    args = mm._make(spec, "cpu")
+    args = mm_case._make(spec, "cpu")
     assert args["precision"] == "tf32"
     matmul_settings = torch.backends.cuda.matmul
     before = getattr(matmul_settings, "fp32_precision", None), matmul_settings.allow_tf32
-    found = mm._baselines(args)
+    found = mm_case._baselines(args)
     assert {"torch", "torch.matmul tf32"} <= set(found)
     assert torch.equal(found["torch.matmul tf32"](), found["torch"]())   # on the CPU tf32 is moot
     assert (getattr(matmul_settings, "fp32_precision", None), matmul_settings.allow_tf32) == before
     on_arch("gfx90a")   # no tf32 there: ieee, and no tf32 baseline
-    assert "torch.matmul tf32" not in mm._baselines(mm._make(spec, "cpu"))
+    assert "torch.matmul tf32" not in mm_case._baselines(mm_case._make(spec, "cpu"))
 
 
 class _StrideSpy:
@@ -204,9 +207,9 @@ class _StrideSpy:
                                                ("sm_80", torch.float32, False),
                                                ("sm_120", torch.float32, False)])
 def test_tf32_operands_reach_wgmma_and_tcgen05_k_major(monkeypatch, arch, dtype, relaid):
-    monkeypatch.setattr(mm, "current_arch", lambda: ARCHS[arch])
+    monkeypatch.setattr(mm_launcher, "current_arch", lambda: ARCHS[arch])
     spy = _StrideSpy()
-    monkeypatch.setattr(mm, "_kernel", spy)
+    monkeypatch.setattr(mm_launcher, "_kernel", spy)
     wide = mm.Config(64, 16, 16, 1, 4, 1)            # a wgmma / tcgen05 tile on sm_90a / sm_100a
     a_col = torch.randn(6, 4).to(dtype).t()          # [4, 6], M-major
     b_row = torch.randn(6, 5).to(dtype)              # [6, 5], N-major
@@ -220,9 +223,9 @@ def test_tf32_operands_reach_wgmma_and_tcgen05_k_major(monkeypatch, arch, dtype,
 
 def test_the_autotuned_launch_relays_only_past_the_narrow_tiles(monkeypatch):
     """M <= NARROW_M keeps the autotuner to the narrow mma.sync tiles: B is read once, as given."""
-    monkeypatch.setattr(mm, "current_arch", lambda: ARCHS["sm_90a"])
+    monkeypatch.setattr(mm_launcher, "current_arch", lambda: ARCHS["sm_90a"])
     spy = _StrideSpy()
-    monkeypatch.setattr(mm, "_autotuned", lambda *a: spy)
+    monkeypatch.setattr(mm_launcher, "_autotuned", lambda *a: spy)
     b_row = torch.randn(6, 5)
     for m in (mm.NARROW_M, mm.NARROW_M + 1):
         mm.matmul(torch.randn(m, 6), b_row)
@@ -231,7 +234,7 @@ def test_the_autotuned_launch_relays_only_past_the_narrow_tiles(monkeypatch):
 
 @needs_interpreter
 def test_relaid_operands_give_the_product(monkeypatch):
-    monkeypatch.setattr(mm, "current_arch", lambda: ARCHS["sm_90a"])   # the interpreter ignores tf32
+    monkeypatch.setattr(mm_launcher, "current_arch", lambda: ARCHS["sm_90a"])   # the interpreter ignores tf32
     a, b = torch.randn(33, 20).t(), torch.randn(33, 17)           # [20, 33] M-major, [33, 17]
     c = mm.matmul(a, b, config=mm.Config(64, 16, 16, 1, 4, 1))
     ref = matmul_ref(a.double(), b.double())

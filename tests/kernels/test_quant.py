@@ -8,6 +8,7 @@ from triton.backends.compiler import GPUTarget
 
 from tests.support.launching import DEVICE, forbid_launches, needs_device
 from portcheck.kernels import quant as Q
+from portcheck.kernels.quant import launcher as Q_launcher
 from portcheck.oracles import fp8 as fp8_ref
 from portcheck.oracles import quant as quant_ref
 from portcheck.facts.archs import ARCHS
@@ -17,7 +18,7 @@ FP8 = [torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.floa
 
 @pytest.fixture
 def no_launch(monkeypatch):
-    forbid_launches(monkeypatch, Q, "quant_rows_kernel", "quant_long_rows_kernel", "amax_kernel",
+    forbid_launches(monkeypatch, Q_launcher, "quant_rows_kernel", "quant_long_rows_kernel", "amax_kernel",
                     "quant_tensor_kernel", "dequant_kernel")
 
 
@@ -64,8 +65,8 @@ def test_bad_input_is_refused_before_launch(no_launch, call, words):
 def test_fp8_format_the_target_cannot_run_is_refused(no_launch, monkeypatch, arch, dtype, refused):
     a = ARCHS[arch]
     names = Q.fp8_names_for(GPUTarget(a.backend, a.triton_arch, a.warp_size))
-    monkeypatch.setattr(Q, "target_fp8_names", lambda: names)
-    monkeypatch.setattr(Q, "_device_label", lambda: arch)
+    monkeypatch.setattr(Q_launcher, "target_fp8_names", lambda: names)
+    monkeypatch.setattr(Q_launcher, "_device_label", lambda: arch)
     calls = [lambda: Q.quant_per_token(_x(4, 8), dtype), lambda: Q.quant_per_tensor(_x(4, 8), dtype),
              lambda: Q.dequant(torch.zeros(4, 8, dtype=torch.uint8).view(dtype), torch.ones(1))]
     for call in calls:

@@ -1,0 +1,317 @@
+"""matmul's launcher: the configurations (configs/matmul.toml) each arch may run, the checks
+that refuse bad input before launch, and the launch itself (one configuration, or autotuned)."""
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import torch
+import triton
+
+from ...dtypes import fmt
+from ...facts.archs import Arch
+from ...facts.device import current_arch, dot_fp32_precision, interpreted
+from ...oracles.matmul import ACTIVATIONS
+from .._configs import config_file
+from .._launch import check_vector
+from .kernel import matmul_kernel
+
+CONFIG_FILE = config_file("matmul")
+FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+FP8_DTYPES = {"fp8e4nv": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2,
+              "fp8e4b8": torch.float8_e4m3fnuz, "fp8e5b16": torch.float8_e5m2fnuz}
+FP8_OUT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+INT_ACTIVATIONS = ("none", "relu")
+INDEX_LIMIT = 2**31        # offsets at or past this need 64-bit index arithmetic
+NARROW_M = 32              # up to this M the autotuner keeps the narrow tiles (BLOCK_M <= 32),
+                           # which Triton builds with mma.sync even on sm_90a / sm_100a
+MBARRIER_BYTES = 64        # room for the pipeline's mbarriers next to the tiles (sm_100: 16 seen)
+
+
+# ---- what each arch does: read from the arch table (portcheck/facts/archs.py) -------------------
+
+SMEM_MMA = ("wgmma", "tcgen05")   # matrix units that read their operands from shared memory
+
+
+def vendor(arch: Arch) -> str:
+    """The section of the configuration file an arch reads: interpreter, nvidia or amd."""
+    return "interpreter" if arch.is_interpreter else arch.vendor
+
+
+def k_major_only(arch: Arch, dtype: str) -> bool:
+    """Whether the arch's matrix instruction reads this dtype's operands from shared memory only
+    K-major while cp.async cannot transpose: tf32 on sm_90a's wgmma and sm_100a's tcgen05 (16-bit
+    types may be either way; 8-bit cases here take B column-major already). Cross-compiled, a
+    row-major fp32 B fills shared memory 4 bytes at a time: 96 of the 108 cp.async instructions
+    of a 128x256x32 tile on sm_90a, none with B column-major (the narrow-async-copy lint)."""
+    return dtype == "fp32" and arch.matrix_family in SMEM_MMA and dot_fp32_precision(arch) == "tf32"
+
+
+def _wide_tiles(m: int, config: Config | None) -> bool:
+    """Whether the launch runs a tile of more than NARROW_M rows: wgmma / tcgen05 on sm_90a /
+    sm_100a; the narrow ones are mma.sync, which loads its fragments itself from either layout."""
+    return config.block_m > NARROW_M if config is not None else m > NARROW_M
+
+
+# ---- launch configurations, as data ---------------------------------------------------------
+
+_AMD_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
+_CONFIG_KEYS = {"block", "group", "warps", "stages", "archs", *_AMD_OPTIONS}
+CLASSES = ("16bit", "fp32", "fp8", "int8")
+
+
+@dataclass(frozen=True)
+class Config:
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int
+    num_warps: int
+    num_stages: int
+    options: dict = field(default_factory=dict)   # AMD compiler options
+    archs: tuple[str, ...] = ()                   # fnmatch globs; empty: every arch of the vendor
+
+    def constexprs(self) -> dict:
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k,
+                "GROUP_M": self.group_m}
+
+    def for_arch(self, arch: Arch) -> bool:
+        return not self.archs or any(fnmatch.fnmatch(arch.name, p) for p in self.archs)
+
+    @property
+    def label(self) -> str:
+        opts = "".join(f" {k}={v}" for k, v in self.options.items())
+        return (f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} "
+                f"w{self.num_warps} s{self.num_stages}{opts}")
+
+
+def _parse_config(entry: dict, where: str) -> Config:
+    unknown = set(entry) - _CONFIG_KEYS
+    missing = {"block", "group", "warps", "stages"} - set(entry)
+    if unknown or missing:
+        raise ValueError(f"{CONFIG_FILE}: {where}: " + (f"unknown key(s) {sorted(unknown)}" if unknown
+                                                        else f"missing key(s) {sorted(missing)}"))
+    bm, bn, bk = entry["block"]
+    return Config(bm, bn, bk, entry["group"], entry["warps"], entry["stages"],
+                  {k: entry[k] for k in _AMD_OPTIONS if k in entry}, tuple(entry.get("archs", ())))
+
+
+@lru_cache(maxsize=None)
+def config_table() -> dict:
+    """{vendor: {class: [Config, ...]}} from the data file, validated."""
+    data = tomllib.loads(CONFIG_FILE.read_text(encoding="utf-8"))
+    table = {}
+    for vend in ("interpreter", "nvidia", "amd"):
+        table[vend] = {}
+        for cls in CLASSES:
+            entries = data.get(vend, {}).get(cls, [])
+            if not entries:
+                raise ValueError(f"{CONFIG_FILE}: [{vend}] has no {cls!r} configurations")
+            table[vend][cls] = [_parse_config(e, f"[{vend}] {cls} #{i}") for i, e in enumerate(entries, 1)]
+            if vend == "nvidia" and any(c.options for c in table[vend][cls]):
+                raise ValueError(f"{CONFIG_FILE}: [nvidia] {cls}: AMD options would be rejected by the CUDA backend")
+    return table
+
+
+def dtype_class(dtype: str) -> str:
+    if dtype in ("fp16", "bf16"):
+        return "16bit"
+    if dtype in FP8_DTYPES:
+        return "fp8"
+    if dtype in ("fp32", "int8"):
+        return dtype
+    raise ValueError(f"matmul has no configurations for dtype {dtype!r}")
+
+
+def shared_bytes(cfg: Config, in_bytes: int, arch: Arch) -> int:
+    """Shared memory / LDS the A and B tile buffers take, as the compiler allocates them:
+    wgmma and tcgen05 (sm_90, sm_100, with a warpgroup's 64 rows or more) keep num_stages buffers
+    and a few mbarriers; the cp.async pipeline of mma.sync and AMD's stream pipeliner keep
+    num_stages - 1 (tests/kernels/test_matmul_compile.py checks this against cross-compiled
+    metadata.shared)."""
+    tile = (cfg.block_m + cfg.block_n) * cfg.block_k * in_bytes
+    if arch.matrix_family in SMEM_MMA and cfg.block_m >= 64 and cfg.num_warps % 4 == 0:
+        return cfg.num_stages * tile + MBARRIER_BYTES
+    return max(1, cfg.num_stages - 1) * tile
+
+
+def arch_configs(arch: Arch, dtype: str, shared_limit: int | None) -> list[Config]:
+    """The configurations this kernel may use for dtype on arch, within its shared memory."""
+    table = config_table()[vendor(arch)][dtype_class(dtype)]
+    in_bytes = 1 if dtype_class(dtype) in ("fp8", "int8") else fmt(dtype).torch_dtype.itemsize
+    return [c for c in table if c.for_arch(arch)
+            and (shared_limit is None or shared_bytes(c, in_bytes, arch) <= shared_limit)]
+
+
+@lru_cache(maxsize=None)
+def _device_shared_limit() -> int | None:
+    if interpreted():
+        return None
+    props = triton.runtime.driver.active.utils.get_device_properties(torch.cuda.current_device())
+    return int(props["max_shared_mem"])
+
+
+def configs(dtype: str) -> list[Config]:
+    """The configurations for dtype on the active device (the interpreter's small ones there)."""
+    found = arch_configs(current_arch(), dtype, _device_shared_limit())
+    if not found:
+        raise ValueError(f"no matmul configuration for {dtype} fits {current_arch().name} "
+                         f"({_device_shared_limit()} bytes of shared memory per block)")
+    return found
+
+
+# ---- the kernel as launched: EVEN_K from the sizes, and the autotuner over the data file ----
+
+_kernel = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})(matmul_kernel)
+
+
+def _prune(configs_in, named_args, **kwargs):
+    """Keep the configurations whose buffers fit the device; for small M, the narrow ones."""
+    limit = _device_shared_limit()
+    dtype = fmt(named_args["a_ptr"].dtype).name
+    arch = current_arch()
+    in_bytes = named_args["a_ptr"].element_size()
+    fits = [c for c in configs_in if limit is None or shared_bytes(
+        Config(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], 1, c.num_warps,
+               c.num_stages), in_bytes, arch) <= limit]
+    narrow = named_args["M"] <= NARROW_M
+    by_size = [c for c in fits if (c.kwargs["BLOCK_M"] <= NARROW_M) == narrow]
+    kept = by_size or fits
+    if not kept:
+        raise ValueError(f"no matmul configuration for {dtype} fits {arch.name} ({limit} bytes of shared memory)")
+    return kept
+
+
+@lru_cache(maxsize=None)
+def _autotuned(arch: Arch, cls: str):
+    table = config_table()[vendor(arch)][cls]
+    chosen = [c for c in table if c.for_arch(arch)]
+    if arch.is_interpreter:
+        chosen = chosen[:1]          # timing on the interpreter means nothing: one small config
+    tuned = [triton.Config({**c.constexprs(), **c.options}, num_warps=c.num_warps,
+                           num_stages=c.num_stages) for c in chosen]
+    return triton.autotune(configs=tuned, key=["M", "N", "K", "stride_ak", "stride_bn"],
+                           prune_configs_by={"early_config_prune": _prune})(_kernel)
+
+
+# ---- the launcher --------------------------------------------------------------------------
+
+_TORCH_NAMES = {**FLOAT_DTYPES, **FP8_DTYPES, "int8": torch.int8}
+_BY_TORCH = {v: k for k, v in _TORCH_NAMES.items()}
+
+
+def _name(t: torch.Tensor, what: str) -> str:
+    if t.dtype not in _BY_TORCH:
+        raise ValueError(f"{what} has dtype {t.dtype}; matmul takes fp16, bf16, fp32, int8 or fp8 "
+                         f"({', '.join(map(str, FP8_DTYPES.values()))})")
+    return _BY_TORCH[t.dtype]
+
+
+def _check_scale(s, what: str, device) -> None:
+    if not isinstance(s, torch.Tensor) or s.dtype != torch.float32 or s.numel() != 1:
+        raise ValueError(f"{what} must be a one-element float32 tensor (a per-tensor scale), got "
+                         f"{type(s).__name__ if not isinstance(s, torch.Tensor) else f'{s.dtype} of shape {tuple(s.shape)}'}")
+    if s.device != device:
+        raise ValueError(f"{what} is on {s.device}, the operands on {device}")
+
+
+def alignment_hints(sizes_and_strides, element_size: int) -> dict:
+    """VEC and HINTS for matmul_kernel: which of (M, N, K, stride_am, ..., stride_cn) are multiples
+    of a 16-byte vector but not of 16 (Triton's own specialization covers those)."""
+    vec = max(1, 16 // element_size)
+    hints = sum(1 << i for i, v in enumerate(sizes_and_strides) if v % vec == 0 and v % 16)
+    return {"VEC": vec, "HINTS": hints} if vec > 1 and hints else {}
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
+           bias: torch.Tensor | None = None, activation: str = "none",
+           scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
+           out_dtype: torch.dtype | None = None, config: Config | None = None) -> torch.Tensor:
+    """act(scale_a * scale_b * (a @ b) + bias) for a [M, K] and b [K, N] of one dtype.
+
+    fp16 / bf16 / fp32 give their own dtype, int8 gives int32, fp8 gives out_dtype (bf16 unless
+    fp16 or fp32 is asked) and needs scale_a and scale_b (one-element float32 tensors). bias is
+    [N] in the output dtype. `config` picks one launch configuration (see `configs`); without
+    it the autotuner chooses. Bad input raises ValueError before anything launches.
+    """
+    for t, what in ((a, "a"), (b, "b")):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{what} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{what} must be 2-D, got {t.dim()}-D shape {tuple(t.shape)}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"K mismatch: a is [M, K] = {list(a.shape)} but b is [K, N] = {list(b.shape)}")
+    if a.device != b.device:
+        raise ValueError(f"a is on {a.device} but b is on {b.device}")
+    dtype = _name(a, "a")
+    if b.dtype != a.dtype:
+        raise ValueError(f"a is {a.dtype} but b is {b.dtype}; both operands must share a dtype")
+    arch = current_arch()
+    is_fp8 = dtype in FP8_DTYPES
+    if is_fp8:
+        if dtype not in arch.fp8_native:
+            takes = ", ".join(arch.fp8_native) or "no fp8 format"
+            raise ValueError(f"{dtype} ({a.dtype}) does not run on {arch.name}: its matrix units take {takes}")
+        if scale_a is None or scale_b is None:
+            raise ValueError("fp8 operands need scale_a and scale_b (one-element float32 tensors)")
+        _check_scale(scale_a, "scale_a", a.device)
+        _check_scale(scale_b, "scale_b", a.device)
+        out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+        if out_dtype not in FP8_OUT.values():
+            raise ValueError(f"an fp8 matmul writes bf16, fp16 or fp32, not {out_dtype}")
+    else:
+        if scale_a is not None or scale_b is not None:
+            raise ValueError(f"per-tensor scales are for fp8 operands, not {a.dtype}")
+        natural = torch.int32 if dtype == "int8" else a.dtype
+        if out_dtype is not None and out_dtype != natural:
+            raise ValueError(f"a {a.dtype} matmul writes {natural}, not {out_dtype}")
+        out_dtype = natural
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; known: {', '.join(ACTIVATIONS)}")
+    if dtype == "int8" and activation not in INT_ACTIVATIONS:
+        raise ValueError(f"an int8 matmul returns exact int32: activation {activation!r} would not be; "
+                         f"use {' or '.join(INT_ACTIVATIONS)}")
+    m, k = a.shape
+    n = b.shape[1]
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor):
+            raise ValueError(f"bias must be a torch.Tensor, got {type(bias).__name__}")
+        check_vector("bias", bias, n, out_dtype)
+        if bias.device != a.device:
+            raise ValueError(f"bias is on {bias.device}, the operands on {a.device}")
+    if out is None:
+        out = torch.empty((m, n), dtype=out_dtype, device=a.device)
+    elif not isinstance(out, torch.Tensor) or tuple(out.shape) != (m, n) or out.dtype != out_dtype:
+        raise ValueError(f"out must be a {out_dtype} tensor of shape ({m}, {n})")
+    if config is not None:
+        if not isinstance(config, Config):
+            raise ValueError(f"config must be a matmul Config (see configs()), got {type(config).__name__}")
+        if config.options and not arch.is_amd:
+            raise ValueError(f"config {config.label} carries AMD options, which {arch.name} does not take")
+    if m == 0 or n == 0:
+        return out
+    if k_major_only(arch, dtype) and _wide_tiles(m, config):
+        # one pass over an operand that is not K-major costs less than filling shared memory
+        # with 4-byte copies on every tile that reads it (at M <= NARROW_M the extra pass would
+        # double the traffic of a kernel that reads B once, through mma.sync)
+        a = a if a.stride(1) == 1 else a.contiguous()
+        b = b if b.stride(0) == 1 else b.t().contiguous().t()
+    spans = [t.numel() and sum((s - 1) * abs(st_) for s, st_ in zip(t.shape, t.stride())) + 1
+             for t in (a, b, out)]
+    consts = {"WIDE": max(spans) >= INDEX_LIMIT, "HAS_BIAS": bias is not None,
+              "HAS_SCALES": is_fp8, "ACTIVATION": activation,
+              "PRECISION": dot_fp32_precision(arch) if dtype == "fp32" else "ieee",
+              "FP8_ACC": arch.fp8_accumulation if is_fp8 else "none"}
+    args = (a, b, out, bias, scale_a, scale_b, m, n, k, a.stride(0), a.stride(1), b.stride(0),
+            b.stride(1), out.stride(0), out.stride(1))
+    consts.update(alignment_hints(args[6:], a.element_size()))
+    if config is None:
+        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
+        _autotuned(arch, dtype_class(dtype))[grid](*args, **consts)
+    else:
+        grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
+        _kernel[grid](*args, **consts, **config.constexprs(), num_warps=config.num_warps,
+                      num_stages=config.num_stages, **config.options)
+    return out
