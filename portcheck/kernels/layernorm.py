@@ -13,12 +13,13 @@ import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, launch_divisibility, register
+from ..cases import Case, Cost, Variant, register
 from ..facts.numerics import RSQRT_ULP
 from ..oracles.norms import layer_norm as layer_norm_ref
 from ..tolerance import Tolerance, fmt
 from ..facts.device import warp_size
 from ._launch import check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs
+from ._rows import bench_spec, check_chunk, row_inputs, row_variants
 
 MAX_FUSED = 16384          # longest row held in registers (x, and w and b, as fp32) by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -32,7 +33,6 @@ LOOP_PER_THREAD = 8        # chunk elements per thread: 8192 -> 32 warps (NVIDIA
 # second read. Measured there (reports/examples/sweeps-h200/launch_long_rows.json): 1, 2 and 4
 # per SM within 1% of each other; layernorm: 0.590 against 0.569 with one row per program.
 PROGRAMS_PER_SM = 1
-LONG_BENCH_ROWS = 4096     # rows of the long-row bench; its variants declare them
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 EPSILONS = (1e-5, 1e-6, 1e-12)
 
@@ -181,17 +181,6 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.
 REGIMES = ("normal", "large", "tiny", "equal")   # inf/NaN make a whole row NaN: nothing to check
 
 
-def _inputs(long_rows: bool):
-    def inputs(dtype: str, max_elements: int):
-        # a few rows: the interpreter pays per row, and its two persistent programs still loop
-        return S.rows_and_cols(64 if long_rows else 1024, max_elements,
-                               max_rows=4 if long_rows else 64).flatmap(lambda rc: st.fixed_dictionaries({
-            "dtype": st.just(dtype), "rows": st.just(rc[0]), "cols": st.just(rc[1]),
-            "regime": S.regimes(REGIMES), "layout": S.layouts(), "weight": st.booleans(),
-            "bias": st.booleans(), "eps": st.sampled_from(EPSILONS), "seed": S.seeds()}))
-    return inputs
-
-
 def _make(long_rows: bool):
     def make(spec: dict, device: str) -> dict:
         gen = S.generator(spec["seed"])
@@ -199,11 +188,8 @@ def _make(long_rows: bool):
         x = S.values((rows, cols), dtype, spec["regime"], gen)
         w = S.values((cols,), dtype, "normal", gen).to(device) if spec["weight"] else None
         b = S.values((cols,), dtype, "normal", gen).to(device) if spec["bias"] else None
-        # long-row checks on small inputs use a chunk of a quarter row, so both loops run about
-        # four times and end on a partial chunk whenever the length is not a power of two
-        chunk = max(16, triton.next_power_of_2(cols) // 4) if long_rows and cols <= MAX_FUSED else None
         return {"x": S.laid_out(x, spec["layout"], device), "weight": w, "bias": b,
-                "eps": spec["eps"], "long_rows": long_rows, "chunk": chunk}
+                "eps": spec["eps"], "long_rows": long_rows, "chunk": check_chunk(cols, long_rows, MAX_FUSED)}
     return make
 
 
@@ -287,40 +273,25 @@ def _baselines(args):
 
 def _variants(long_rows: bool):
     def variants(arch) -> list[Variant]:
-        out = []
-        for dtype in DTYPES:
-            t = "*" + fmt(dtype).triton_name
-            for n in ((131072,) if long_rows else (128, 1000, 4096, 16384)):
-                cfg = config(n, arch.warp_size, long_rows)
-                affine = [(True, True)] + ([(False, False)] if n in (4096, 131072) else [])
-                for has_w, has_b in affine:
-                    # both kernels take n_rows: the short-row grid to mask, the persistent grid to stride
-                    sig = {"x_ptr": t, "w_ptr": t, "b_ptr": t, "y_ptr": t, "mean_ptr": "*fp32",
-                           "rstd_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "x_stride": "i32",
-                           "y_stride": "i32", "eps": "fp32"}
-                    consts = {"HAS_W": has_w, "HAS_B": has_b, "BLOCK": cfg["BLOCK"]}
-                    sizes = {"n_cols": n, "x_stride": n, "y_stride": n}
-                    if cfg["kernel"] is layernorm_rows_kernel:
-                        consts["ROWS"] = cfg["ROWS"]
-                    else:   # the persistent kernel as the bench launches it, its rows too
-                        sizes["n_rows"] = LONG_BENCH_ROWS
-                    divisible = launch_divisibility(sig, **sizes)
-                    label = f"{dtype} n={n}" + ("" if has_w else " no affine")
-                    out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=label,
-                                       divisible_by_16=divisible))
-        return out
+        return row_variants(arch, config=config, rows_kernel=layernorm_rows_kernel, long_rows=long_rows,
+                            dtypes=DTYPES, lengths=(131072,) if long_rows else (128, 1000, 4096, 16384),
+                            signature=lambda t: {"x_ptr": t, "w_ptr": t, "b_ptr": t, "y_ptr": t,
+                                                 "mean_ptr": "*fp32", "rstd_ptr": "*fp32", "n_rows": "i32",
+                                                 "n_cols": "i32", "x_stride": "i32", "y_stride": "i32",
+                                                 "eps": "fp32"},
+                            flags={"HAS_W": True, "HAS_B": True}, bare=" no affine")
     return variants
 
 
 for _long in (False, True):
     register(Case(
         name="layernorm_long" if _long else "layernorm", family="layernorm", dtypes=tuple(DTYPES),
-        inputs=_inputs(_long), make=_make(_long), outputs=_outputs, launch=_launch,
+        # a few long rows: the interpreter pays per row, and its two persistent programs still loop
+        inputs=row_inputs(_long, REGIMES, long_rows_most=4, weight=st.booleans(), bias=st.booleans(),
+                          eps=st.sampled_from(EPSILONS)),
+        make=_make(_long), outputs=_outputs, launch=_launch,
         oracle=_oracle, tolerance=_tolerance, cost=_cost,
-        bench=({"dtype": "bf16", "rows": LONG_BENCH_ROWS, "cols": 131072, "regime": "normal",
-                "layout": "contiguous", "weight": True, "bias": True, "eps": 1e-5, "seed": 0},) if _long else
-              ({"dtype": "bf16", "rows": 32768, "cols": 4096, "regime": "normal",
-                "layout": "contiguous", "weight": True, "bias": True, "eps": 1e-5, "seed": 0},),
+        bench=(bench_spec(_long, weight=True, bias=True, eps=1e-5),),
         variants=_variants(_long), baselines=_baselines, math=("rsqrt",),
         description=("LayerNorm forward, Welford pass then normalise pass, for rows longer than one block"
                      if _long else "LayerNorm forward, one read, several short rows per program")))

@@ -6,15 +6,15 @@ import math
 import torch
 import triton
 import triton.language as tl
-from hypothesis import strategies as st
 
 from .. import strategies as S
-from ..cases import Case, Cost, Variant, launch_divisibility, register
+from ..cases import Case, Cost, Variant, register
 from ..facts.numerics import DIV_ULP, EXP_ULP
 from ..oracles.softmax import softmax as softmax_ref
 from ..tolerance import Tolerance, fmt
 from ..facts.device import warp_size
 from ._launch import check_2d, check_programs, num_warps_for, persistent_programs
+from ._rows import bench_spec, check_chunk, row_inputs, row_variants
 
 MAX_FUSED = 32768          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -29,7 +29,6 @@ LOOP_PER_THREAD = 8        # chunk elements per thread: 8192 -> 32 warps (NVIDIA
 # per SM within 1% of each other; softmax: 0.639 against 0.642 with one row per program, so L2
 # reuse is not what limits it.
 PROGRAMS_PER_SM = 1
-LONG_BENCH_ROWS = 4096     # rows of the long-row bench; its variants declare them
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -131,23 +130,12 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool
 
 # ---- the cases -------------------------------------------------------------------------------
 
-def _inputs(long_rows: bool):
-    def inputs(dtype: str, max_elements: int):
-        tile = 64 if long_rows else 1024
-        return S.rows_and_cols(tile, max_elements).flatmap(lambda rc: st.fixed_dictionaries({
-            "dtype": st.just(dtype), "rows": st.just(rc[0]), "cols": st.just(rc[1]),
-            "regime": S.regimes(S.REGIMES), "layout": S.layouts(), "seed": S.seeds()}))
-    return inputs
-
-
 def _make(long_rows: bool):
     def make(spec: dict, device: str) -> dict:
         gen = S.generator(spec["seed"])
         x = S.values((spec["rows"], spec["cols"]), spec["dtype"], spec["regime"], gen)
-        # long-row checks on small inputs use a chunk of a quarter row, so the loop runs about
-        # four times and ends on a partial chunk whenever the length is not a power of two
-        chunk = max(16, triton.next_power_of_2(spec["cols"]) // 4) if long_rows and spec["cols"] <= MAX_FUSED else None
-        return {"x": S.laid_out(x, spec["layout"], device), "long_rows": long_rows, "chunk": chunk}
+        return {"x": S.laid_out(x, spec["layout"], device), "long_rows": long_rows,
+                "chunk": check_chunk(spec["cols"], long_rows, MAX_FUSED)}
     return make
 
 
@@ -213,35 +201,19 @@ def _baselines(args):
 
 def _variants(long_rows: bool):
     def variants(arch) -> list[Variant]:
-        out = []
-        for dtype in DTYPES:
-            for n in ((8192, 131072) if long_rows else (128, 1000, 4096, 32768)):
-                cfg = config(n, arch.warp_size, long_rows)
-                t = "*" + fmt(dtype).triton_name
-                # both kernels take n_rows: the short-row grid to mask, the persistent grid to stride
-                sig = {"x_ptr": t, "y_ptr": t, "n_rows": "i32", "n_cols": "i32", "x_stride": "i32",
-                       "y_stride": "i32"}
-                sizes = {"n_cols": n, "x_stride": n, "y_stride": n}
-                if cfg["kernel"] is softmax_rows_kernel:
-                    consts = {"ROWS": cfg["ROWS"], "BLOCK": cfg["BLOCK"]}
-                else:   # the persistent kernel as the bench launches it, its rows too
-                    consts = {"BLOCK": cfg["BLOCK"]}
-                    sizes["n_rows"] = LONG_BENCH_ROWS
-                out.append(Variant(cfg["kernel"], sig, consts, cfg["num_warps"], label=f"{dtype} n={n}",
-                                   divisible_by_16=launch_divisibility(sig, **sizes)))
-        return out
+        return row_variants(arch, config=config, rows_kernel=softmax_rows_kernel, long_rows=long_rows,
+                            dtypes=DTYPES, lengths=(8192, 131072) if long_rows else (128, 1000, 4096, 32768),
+                            signature=lambda t: {"x_ptr": t, "y_ptr": t, "n_rows": "i32", "n_cols": "i32",
+                                                 "x_stride": "i32", "y_stride": "i32"})
     return variants
 
 
 for _long in (False, True):
     register(Case(
         name="softmax_long" if _long else "softmax", family="softmax", dtypes=tuple(DTYPES),
-        inputs=_inputs(_long), make=_make(_long), outputs=_outputs, launch=_launch,
+        inputs=row_inputs(_long, S.REGIMES), make=_make(_long), outputs=_outputs, launch=_launch,
         oracle=_oracle, tolerance=_tolerance, cost=_cost,
-        bench=({"dtype": "bf16", "rows": LONG_BENCH_ROWS, "cols": 131072, "regime": "normal",
-                "layout": "contiguous", "seed": 0},) if _long else
-              ({"dtype": "bf16", "rows": 32768, "cols": 4096, "regime": "normal",
-                "layout": "contiguous", "seed": 0},),
+        bench=(bench_spec(_long),),
         variants=_variants(_long), baselines=_baselines, math=("exp",),
         description=("online two-pass softmax for rows longer than one block" if _long
                      else "row softmax, one pass, several short rows per program")))

@@ -1,0 +1,71 @@
+"""What the row families (softmax, layernorm, rmsnorm) share: each has a short-row kernel that packs
+several rows into a program and a persistent kernel that loops over rows longer than a block, the
+same input and bench shapes, and compile variants declared the same way from the family's own
+config()."""
+from __future__ import annotations
+
+import triton
+from hypothesis import strategies as st
+
+from .. import strategies as S
+from ..cases import Variant, launch_divisibility
+from ..dtypes import fmt
+
+SHORT_BENCH = (32768, 4096)          # (rows, cols) of the short-row benches
+LONG_BENCH = (4096, 131072)          # and of the long-row ones; their variants declare both
+BENCH_LENGTHS = (SHORT_BENCH[1], LONG_BENCH[1])
+
+
+def bench_spec(long_rows: bool, **fields) -> dict:
+    """The bf16 bench spec of a row case; `fields` are the family's own (weight, eps, ...)."""
+    rows, cols = LONG_BENCH if long_rows else SHORT_BENCH
+    return {"dtype": "bf16", "rows": rows, "cols": cols, "regime": "normal", "layout": "contiguous",
+            **fields, "seed": 0}
+
+
+def check_chunk(cols: int, long_rows: bool, max_fused: int) -> int | None:
+    """The chunk a long-row check on a small input takes: a quarter row, so the loops run about
+    four times and end on a partial chunk whenever the length is not a power of two."""
+    return max(16, triton.next_power_of_2(cols) // 4) if long_rows and cols <= max_fused else None
+
+
+def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths, signature,
+                 flags: dict | None = None, bare: str = "") -> list[Variant]:
+    """Every launch of a row family on an arch: per dtype and row length n, the kernel and the
+    configuration config(n, warp, long_rows) picks. signature(pointer type) gives the kernel's
+    arguments; flags are its optional-parameter constexprs (HAS_W, ...) all on, and at the bench
+    lengths the launch with them all off is declared too, labelled with `bare`."""
+    out = []
+    for dtype in dtypes:
+        ptr = "*" + fmt(dtype).triton_name
+        for n in lengths:
+            cfg = config(n, arch.warp_size, long_rows)
+            tiles = {"BLOCK": cfg["BLOCK"]}
+            # both kernels take n_rows: the short-row grid to mask, the persistent grid to stride
+            sizes = {"n_cols": n, "x_stride": n, "y_stride": n}
+            if cfg["kernel"] is rows_kernel:
+                tiles["ROWS"] = cfg["ROWS"]
+            else:   # the persistent kernel as the bench launches it, its rows too
+                sizes["n_rows"] = LONG_BENCH[0]
+            flavours = [(flags or {}, "")]
+            if flags and n in BENCH_LENGTHS:
+                flavours.append(({name: False for name in flags}, bare))
+            for consts, suffix in flavours:
+                sig = signature(ptr)
+                out.append(Variant(cfg["kernel"], sig, {**consts, **tiles}, cfg["num_warps"],
+                                   label=f"{dtype} n={n}{suffix}",
+                                   divisible_by_16=launch_divisibility(sig, **sizes)))
+    return out
+
+
+def row_inputs(long_rows: bool, regimes, *, long_rows_most: int = 64, **fields):
+    """The spec strategy of a row case: (rows, cols) that stress the tile edges (64-column tiles
+    for the long-row kernel, 1024 else; at most long_rows_most rows there), a regime and a
+    layout; `fields` are the family's own strategies (weight, eps, ...)."""
+    def inputs(dtype: str, max_elements: int):
+        sizes = S.rows_and_cols(64 if long_rows else 1024, max_elements,
+                                max_rows=long_rows_most if long_rows else 64)
+        return sizes.flatmap(lambda rc: st.fixed_dictionaries({
+            "dtype": st.just(dtype), "rows": st.just(rc[0]), "cols": st.just(rc[1]),
+            "regime": S.regimes(regimes), "layout": S.layouts(), **fields, "seed": S.seeds()}))
+    return inputs
