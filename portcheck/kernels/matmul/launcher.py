@@ -15,6 +15,7 @@ from ...facts.archs import Arch
 from ...facts.device import current_arch, dot_fp32_precision, interpreted
 from ...oracles.matmul import ACTIVATIONS
 from .._configs import config_file
+from .._pruned import prune_configs_by
 from .._launch import check_vector
 from .kernel import matmul_kernel
 
@@ -184,16 +185,26 @@ def _prune(configs_in, named_args, **kwargs):
     return kept
 
 
+def _dtype_of(named_args) -> str:
+    """The launch's dtype name: the pruned lists differ per dtype."""
+    return fmt(named_args["a_ptr"].dtype).name
+
+
 @lru_cache(maxsize=None)
-def _autotuned(arch: Arch, cls: str):
+def _autotuned(arch: Arch, cls: str, pruned: bool = True):
+    """The autotuned kernel for an arch and dtype class. `pruned`: time only the configurations
+    that compiled clean on the arch (configs/pruned/matmul.json, `portcheck prune`); False only
+    to measure what the pruning changes (tools/bench_pruned.py)."""
     table = config_table()[vendor(arch)][cls]
     chosen = [c for c in table if c.for_arch(arch)]
     if arch.is_interpreter:
         chosen = chosen[:1]          # timing on the interpreter means nothing: one small config
     tuned = [triton.Config({**c.constexprs(), **c.options}, num_warps=c.num_warps,
                            num_stages=c.num_stages) for c in chosen]
+    prune = (prune_configs_by("matmul", dtype_of=_dtype_of, then=_prune) if pruned
+             else {"early_config_prune": _prune})
     return triton.autotune(configs=tuned, key=["M", "N", "K", "stride_ak", "stride_bn"],
-                           prune_configs_by={"early_config_prune": _prune})(_kernel)
+                           prune_configs_by=prune)(_kernel)
 
 
 # ---- the launcher --------------------------------------------------------------------------
