@@ -88,8 +88,10 @@ def _shell_quote(text: str) -> str:
     return shlex.quote(text)
 
 
-def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_timeout: float) -> int:
-    """Run the worker until it finishes its cases; returns 0 (all passed) or 1."""
+def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_timeout: float,
+              restart: bool = True) -> int:
+    """Run the worker until it finishes its cases; returns 0 (all passed) or 1. `restart=False`
+    for a worker given one case (portcheck/sanitize.py): a fault is recorded, not retried."""
     inflight = inflight_path(results_path, target)
     evidence = "interpreter" if target == "interpreter" else "gpu"
     status = 0
@@ -107,6 +109,8 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
             return max(status, code)
         status = 1
         if code == EXIT_CONTEXT_LOST:
+            if not restart:
+                return 1
             continue  # the worker recorded the case itself; restart with a fresh context
         state = _read(inflight)
         if not state:
@@ -120,5 +124,7 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
         results.append(results_path, fault_record(state, target, evidence, why))
         print(f"{target}/{state.get('arch', '-')} {state['case']:<24} {state['dtype']:<8} error  {why}",
               flush=True)
+        if not restart:
+            return 1
     print(f"portcheck: the {target} worker was restarted {MAX_RESTARTS} times; giving up", flush=True)
     return 1
