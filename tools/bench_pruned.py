@@ -21,6 +21,7 @@ import triton.testing
 
 from portcheck import cases
 from portcheck.facts.device import current_arch
+from portcheck.kernels._pruned import configs_for
 from portcheck.kernels.matmul import launcher
 from portcheck.provenance import collect
 
@@ -61,6 +62,14 @@ def main(argv=None) -> int:
             if spec.get("config") is not None or (spec["dtype"].startswith("fp8")
                                                    and spec["dtype"] not in arch.fp8_native):
                 continue
+            every = launcher._autotuned(arch, launcher.dtype_class(spec["dtype"]), False).configs
+            kept = configs_for("matmul", arch.name, every, spec["dtype"])
+            if len(kept) == len(every):   # nothing pruned: both autotuners time the same list
+                print(f"{name:12} {spec['dtype']:8} {spec['m']}x{spec['n']}x{spec['k']}: "
+                      f"all {len(every)} configurations kept, not timed", flush=True)
+                rows.append({"case": name, "dtype": spec["dtype"], "m": spec["m"], "n": spec["n"],
+                             "k": spec["k"], "configs": len(every), "kept": len(kept)})
+                continue
             spec = {**spec, "seed": spec.get("seed", 0)}
             args = case.make(spec, "cuda")
             outs = {n: torch.empty(shape, dtype=dt, device="cuda") for n, (shape, dt) in case.outputs(args).items()}
@@ -73,20 +82,27 @@ def main(argv=None) -> int:
                         lambda: _launch(case, args, outs, pruned), return_mode="median"))
             all_ms, pruned_ms = statistics.median(times[False]), statistics.median(times[True])
             row = {"case": name, "dtype": spec["dtype"], "m": spec["m"], "n": spec["n"], "k": spec["k"],
+                   "configs": len(every), "kept": len(kept),
                    "all_ms": all_ms, "pruned_ms": pruned_ms, "pruned_speedup": all_ms / pruned_ms,
                    "all_chose": _chosen(arch, spec["dtype"], False),
                    "pruned_chose": _chosen(arch, spec["dtype"], True)}
             rows.append(row)
+            save(opts.out, arch, rows)
             print(f"{name:12} {spec['dtype']:8} {spec['m']}x{spec['n']}x{spec['k']}: all {all_ms:.4f} ms "
                   f"({row['all_chose']}), pruned {pruned_ms:.4f} ms ({row['pruned_chose']}), "
                   f"pruned/all speed {row['pruned_speedup']:.3f}", flush=True)
-    if opts.out:
+    save(opts.out, arch, rows)
+    return 0
+
+
+def save(path, arch, rows) -> None:
+    """Written after every row, so a run cut short keeps what it measured."""
+    if path:
         from portcheck.targets.runtime import TARGETS
         doc = {"provenance": collect(TARGETS["cuda"], arch.name, command=" ".join(["python3", *sys.argv])),
                "rows": rows}
-        with open(opts.out, "w") as f:
+        with open(path, "w") as f:
             json.dump(doc, f, indent=1, default=str)
-    return 0
 
 
 if __name__ == "__main__":
