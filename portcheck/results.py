@@ -24,7 +24,7 @@ class Result:
     target: str
     arch: str
     verdict: str
-    evidence: str             # gpu | interpreter | compile
+    evidence: str             # gpu | interpreter | compile | as-arch
     message: str = ""
     examples: int = 0
     metrics: dict = field(default_factory=dict)
@@ -39,6 +39,8 @@ class Result:
     provenance: dict = field(default_factory=dict)
     schema: str = SCHEMA
     digests: dict = field(default_factory=dict)  # runtime: outputs of fixed small inputs (portcheck.digests)
+    diagnosis: list = field(default_factory=list)  # runtime failures: likely causes, strongest first (portcheck.diagnose)
+    as_arch: dict = field(default_factory=dict)   # runtime --as-arch: the arch forced, the local one, what changed
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -6,7 +6,9 @@ are not, how many elements differ and by how many ULP of the output format (inte
 many units), beside each run's own error against the float64 oracle. Those errors are
 recomputed here from inputs regenerated from the recorded spec and seed (case.make on the CPU),
 so a diff also shows whether an input is really reproducible on another machine; where the case
-is not registered in this process, the errors the runs recorded are shown instead.
+is not registered in this process, the errors the runs recorded are shown instead. Each difference
+is classified by those errors (portcheck.diagnose.vendors): within both tolerances, a genuine bug
+on one side, or an environment artifact.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from dataclasses import dataclass, field
 
 from tabulate import tabulate
 
+from ..diagnose import vendors
+from ..diagnose.finding import Finding
 from ..errors import UsageError
 from .grid import Entry, newest
 from .progress import Progress
@@ -29,6 +33,13 @@ MAX_ROWS = 300
 class Side:
     label: str               # target/arch (host)
     records: dict            # (case, dtype) -> record
+    target: str = ""
+    arch: str = ""
+
+    def facts(self, which: str, key: tuple) -> vendors.Side:
+        """What classifying a difference needs to know of this side, for one case x dtype."""
+        numerics = ((self.records.get(key) or {}).get("provenance") or {}).get("numerics") or ""
+        return vendors.Side(which, self.target, self.arch, numerics)
 
 
 @dataclass
@@ -42,6 +53,7 @@ class Row:
     a_error: str
     b_error: str
     note: str = ""
+    classification: Finding | None = None   # of a difference: portcheck.diagnose.vendors
 
 
 @dataclass
@@ -70,7 +82,7 @@ def pick(entries: list[Entry], arch: str | None, name: str, flag: str) -> Side:
                          f"choose one with {flag} ARCH")
     (target, arch_), recs = next(iter(groups.items()))
     hosts = sorted({(r.get("provenance") or {}).get("host") or "?" for r in recs})
-    side = Side(f"{target}/{arch_} ({', '.join(hosts)})", {(r["case"], r["dtype"]): r for r in recs})
+    side = Side(f"{target}/{arch_} ({', '.join(hosts)})", {(r["case"], r["dtype"]): r for r in recs}, target, arch_)
     if not any((r.get("digests") or {}).get("entries") for r in recs):
         raise UsageError(f"{name}: its runtime results hold no output digests; they come from a run by "
                          "a portcheck that records them (portcheck run / pytest with digests enabled)")
@@ -129,11 +141,12 @@ def _error_text(max_ulp, ratio) -> str:
     return f"{f(max_ulp)} ULP ({f(ratio)} of tol)" if ratio is not None else f"{f(max_ulp)} ULP"
 
 
-def _errors(name: str, out: dict, tensor, ref_info) -> tuple[str, str]:
-    """A run's error against float64: recomputed from regenerated inputs when possible."""
+def _errors(name: str, out: dict, tensor, ref_info) -> tuple[str, str, float | None]:
+    """A run's error against float64 (text, a note, its worst error over the tolerance):
+    recomputed from regenerated inputs when possible."""
     recorded = (out.get("max_ulp"), out.get("worst_ratio"))
     if tensor is None or ref_info is None or name not in ref_info[0]:
-        return _error_text(*recorded) + (" (recorded)" if recorded != (None, None) else ""), ""
+        return _error_text(*recorded) + (" (recorded)" if recorded != (None, None) else ""), "", recorded[1]
     from ..compare import compare
     refs, tols = ref_info
     comp = compare(name, tensor, refs[name], tols[name])
@@ -141,7 +154,7 @@ def _errors(name: str, out: dict, tensor, ref_info) -> tuple[str, str]:
     if recorded[0] is not None and not _close(recorded[0], comp.max_ulp):
         note = (f"recorded error {recorded[0]:.3g} ULP, recomputed {comp.max_ulp:.3g}: the regenerated "
                 "input differs from the one the run used")
-    return _error_text(comp.max_ulp, comp.worst_ratio), note
+    return _error_text(comp.max_ulp, comp.worst_ratio), note, comp.worst_ratio
 
 
 def _close(a, b) -> bool:
@@ -199,8 +212,8 @@ def _compare_entry(key, ea: dict, eb: dict, res: DiffResult) -> list[Row]:
             rows.append(Row(case, dtype, spec, name, f"only in {'A' if ob is None else 'B'}", None, "-", "-"))
             continue
         ta, tb = tensor_of(oa), tensor_of(ob)
-        a_err, note_a = _errors(name, oa, ta, ref_info)
-        b_err, note_b = _errors(name, ob, tb, ref_info)
+        a_err, note_a, ratio_a = _errors(name, oa, ta, ref_info)
+        b_err, note_b, ratio_b = _errors(name, ob, tb, ref_info)
         note = "; ".join(n for n in (note_a and f"A: {note_a}", note_b and f"B: {note_b}") if n)
         if (oa["dtype"], oa["shape"]) != (ob["dtype"], ob["shape"]):
             rows.append(Row(case, dtype, spec, name, f"A {oa['dtype']}{oa['shape']} vs B {ob['dtype']}{ob['shape']}",
@@ -213,7 +226,8 @@ def _compare_entry(key, ea: dict, eb: dict, res: DiffResult) -> list[Row]:
         else:
             n, worst, unit = distance(ta, tb)
             rows.append(Row(case, dtype, spec, name, f"{n} of {ta.numel()} differ, max {_num(worst)} {unit}",
-                            worst, a_err, b_err, note))
+                            worst, a_err, b_err, note, vendors.classify(
+                                dtype, ratio_a, ratio_b, res.a.facts("A", key), res.b.facts("B", key))))
     return rows
 
 
@@ -231,11 +245,20 @@ def render(res: DiffResult) -> str:
              "recomputed from inputs regenerated from each recorded spec and seed.", ""]
     if res.rows:
         table = [[md_escape(r.case), md_escape(r.dtype), md_escape(spec_text(r.spec)), md_escape(r.output),
-                  md_escape(r.agreement), md_escape(r.a_error), md_escape(r.b_error)] for r in res.rows[:MAX_ROWS]]
+                  md_escape(r.agreement), md_escape(r.a_error), md_escape(r.b_error),
+                  md_escape(r.classification.cause if r.classification else "")] for r in res.rows[:MAX_ROWS]]
         lines += [tabulate(table, headers=["kernel", "dtype", "input", "output", "A vs B", "A error vs float64",
-                                           "B error vs float64"], tablefmt="github", disable_numparse=True), ""]
+                                           "B error vs float64", "classification"], tablefmt="github",
+                           disable_numparse=True), ""]
         if len(res.rows) > MAX_ROWS:
             lines += [f"... and {len(res.rows) - MAX_ROWS} more", ""]
+    classified = [f"- {md_escape(r.case)} {md_escape(r.dtype)} {md_escape(spec_text(r.spec))} {md_escape(r.output)}: "
+                  f"**{md_escape(r.classification.cause)}** ({md_escape(r.classification.evidence)})"
+                  for r in res.rows[:MAX_ROWS] if r.classification]
+    if classified:
+        lines += ["### Differences classified", "", "Each difference by the two runs' own errors against float64: "
+                  "within both tolerances, a genuine bug on one side (it fails its own check), or an environment "
+                  "artifact (an interpreter limitation, a format the arch lacks).", "", *classified, ""]
     notes = [f"- {md_escape(r.case)} {md_escape(r.dtype)} {md_escape(spec_text(r.spec))}: {md_escape(r.note)}"
              for r in res.rows if r.note]
     if notes:

@@ -1,7 +1,7 @@
 """matrix.html: one self-contained page (no script, no external file) with two heatmaps of
 kernel x dtype against arch: accuracy (worst error over its tolerance) and speed (fraction of the
 roofline). Each cell links to a detail panel with its records' provenance, failing input,
-tolerance formula and replay command, opened by CSS `:target`, so it works with scripts off.
+diagnosis, tolerance formula and replay command, opened by CSS `:target`, so it works with scripts off.
 
 Every string from a record goes through `esc`; the page's Content-Security-Policy forbids
 scripts outright, so even a missed escape could not run one.
@@ -12,10 +12,11 @@ import json
 import math
 
 from .grid import PASSED, Cell, ResultGrid, number, roofline, timing, vendor_of
-from .markdown import EVIDENCE_MARK, VERDICT_MARK, ratio_text
+from .markdown import EVIDENCE_MARK, VERDICT_MARK, evidence_text, ratio_text
 from .output import html_escape as esc
 
 EVIDENCE_TEXT = {"gpu": "ran on the GPU", "interpreter": "ran in Triton's CPU interpreter",
+                 "as-arch": "ran this arch's launch configuration on another device (--as-arch)",
                  "compile": "compiled only"}
 _GREEN, _YELLOW, _RED = (26, 152, 80), (254, 224, 139), (215, 48, 39)
 VERDICT_COLOR = {"fail": _RED, "xpass": (244, 109, 67), "error": (165, 0, 38), "xfail": (178, 171, 210),
@@ -54,6 +55,7 @@ table{border-collapse:collapse}th,td{padding:2px 6px;border:1px solid #ddd;text-
 .heatmap td.c a:hover,.heatmap td.c a:focus{outline:2px solid #000;outline-offset:-2px}
 .heatmap td.ev-compile{background-image:repeating-linear-gradient(45deg,rgba(255,255,255,.55) 0 3px,transparent 3px 7px)}
 .heatmap td.ev-interpreter a{outline:2px dotted #444;outline-offset:-4px}
+.heatmap td.ev-as-arch a{outline:2px dashed #444;outline-offset:-4px}
 .heatmap td.empty{background:#fff}
 .heatmap sup{font-size:.65rem;color:#333;margin-left:1px}
 .heatmap th.vendor{text-align:center;background:#eee}
@@ -123,6 +125,9 @@ class _Page:
                      + ", ".join(EVIDENCE_TEXT[e] for e in ev))
             return self._td(key, accuracy_color(verdict, acc["worst_ratio"]), text, title, ev)
         if comp is not None:
+            if comp["verdict"] == "skip":   # nothing built: the case declares no launch here
+                return self._td(key, (224, 224, 224), "skip", f"{where}: nothing compiled ({comp['skipped']} "
+                                "skipped record(s))", ev)
             ok = comp["verdict"] in PASSED and not comp["over_cap"]
             text = "built" if ok else ("over cap" if comp["verdict"] in PASSED else VERDICT_MARK[comp["verdict"]])
             title = (f"{where}: compiled only ({comp['variants'] - comp['failed']}/{comp['variants']} "
@@ -161,6 +166,17 @@ class _Page:
                f'<span class="muted">({esc(EVIDENCE_TEXT.get(r["evidence"], r["evidence"]))})</span></h4>']
         if r.get("message"):
             out.append(f"<pre>{esc(r['message'])}</pre>")
+        forced = r.get("as_arch") or {}
+        if forced:
+            out.append(f"<p>{esc(forced['arch'])}'s launch configuration ran on {esc(forced['local'])}"
+                       + (f" (checked once for {esc(', '.join(forced['stands_for']))})"
+                          if len(forced["stands_for"]) > 1 else "") + "; "
+                       + esc("; ".join(forced.get("notes", []) + forced.get("skipped", [])) or "nothing changed")
+                       + "</p>")
+        if r.get("diagnosis"):
+            out.append('<p>Likely causes, strongest first:</p><ol class="diagnosis">' + "".join(
+                f"<li><b>{esc(f['cause'])}</b> <span class=\"muted\">({esc(evidence_text(f))}; "
+                f"{esc(f['kind'])}, score {f['score']:.2g})</span></li>" for f in r["diagnosis"]) + "</ol>")
         if r.get("failing_input") is not None:
             out.append("<p>Failing input:</p><pre class=\"failing-input\">"
                        f"{esc(json.dumps(r['failing_input'], indent=1, sort_keys=True, default=str))}</pre>")
@@ -227,8 +243,10 @@ def render(m: ResultGrid, title: str = "portcheck report") -> str:
              f"<p>{len(m.sources)} input(s) from {len(hosts)} host(s) ({esc(', '.join(hosts))}); {esc(counts)}."
              + (f" Newer results replaced {len(m.superseded)} older one(s)." if m.superseded else "") + "</p>",
              '<p class="legend">Evidence: <b>G</b> ran on the GPU; <b>I</b> (dotted) ran in Triton\'s CPU '
-             "interpreter, which checks the algorithm, not the GPU's low-precision arithmetic; <b>C</b> "
-             "(striped) compiled only. Click a cell for its provenance, failing input and replay command.</p>",
+             "interpreter, which checks the algorithm, not the GPU's low-precision arithmetic; <b>X</b> (dashed) "
+             "ran this arch's launch configuration on another device (--as-arch: its tiling and masking, not its "
+             "arithmetic); <b>C</b> "
+             "(striped) compiled only. Click a cell for its provenance, failing input, likely causes and replay command.</p>",
              "<h2>Accuracy: worst error over its tolerance</h2>",
              '<p class="legend">'
              + "".join(f'<span class="sw" style="background:{_rgb(c)}"></span>{esc(label)}' for label, c in (

@@ -20,11 +20,14 @@ from .output import md_code, md_escape
 
 VERDICT_MARK = {"pass": "ok", "fail": "FAIL", "error": "ERROR", "xfail": "xfail", "xpass": "XPASS",
                 "skip": "skip"}
-EVIDENCE_MARK = {"gpu": "G", "interpreter": "I", "compile": "C"}
+EVIDENCE_MARK = {"gpu": "G", "interpreter": "I", "as-arch": "X", "compile": "C"}
 COMMENT_LIMIT = 60000   # GitHub refuses comments over 65536 characters
+CAUSES_SHOWN = 3        # of a failure's diagnosis (the record keeps them all)
 LEGEND = ("Cells: verdict, then the worst error over its tolerance (1 = at the tolerance). Evidence: "
           "**G** ran on the GPU, **I** ran in Triton's CPU interpreter (checks the algorithm, not the "
-          "GPU's low-precision arithmetic), **C** compiled only (cross-compiled, never run).")
+          "GPU's low-precision arithmetic), **X** ran this arch's launch configuration on another device "
+          "(`--as-arch`: its tiling and masking, not its arithmetic; the record names the device), **C** "
+          "compiled only (cross-compiled, never run).")
 
 
 def ratio_text(x) -> str:
@@ -53,7 +56,9 @@ def accuracy_cell(c: Cell | None) -> str:
             text += f" {ratio_text(acc['worst_ratio'])}"
         parts.append(text)
     if comp is not None:
-        if comp["verdict"] not in PASSED:
+        if comp["verdict"] == "skip":
+            parts.append("compile skip")   # nothing built: the case declares no launch here
+        elif comp["verdict"] not in PASSED:
             parts.append(f"compile {VERDICT_MARK[comp['verdict']]} {comp['failed']}/{comp['variants']}")
         elif comp["over_cap"]:
             parts.append("shared over cap")
@@ -113,7 +118,9 @@ def _failures(m: ResultGrid, most: int = 40) -> list[str]:
         variant = f" [{md_escape(r['variant'])}]" if r.get("variant") else ""
         out.append(f"- **{md_escape(r['case'])} {md_escape(r['dtype'])} on {md_escape(r['target'])}/"
                    f"{md_escape(r['arch'])}**{variant} ({r['kind']}, {VERDICT_MARK[r['verdict']]}, "
-                   f"evidence {r['evidence']}): {md_escape(r['message'])}")
+                   f"evidence {r['evidence']}{_ran_on(r)}): {md_escape(r['message'])}")
+        for rank, f in enumerate((r.get("diagnosis") or [])[:CAUSES_SHOWN], start=1):
+            out.append(f"  - likely cause {rank}: **{md_escape(f['cause'])}** ({md_escape(evidence_text(f))})")
         if r.get("failing_input"):
             out.append(f"  - failing input: {md_code(json.dumps(r['failing_input'], sort_keys=True))}")
         if r.get("reproduce"):
@@ -122,6 +129,18 @@ def _failures(m: ResultGrid, most: int = 40) -> list[str]:
     if len(bad) > most:
         out.append(f"- ... and {len(bad) - most} more failure(s): see matrix.html")
     return out
+
+
+def _ran_on(record: dict) -> str:
+    """' on interpreter' for a record of an arch's configuration run elsewhere (--as-arch)."""
+    local = (record.get("as_arch") or {}).get("local")
+    return f" on {md_escape(local)}" if local else ""
+
+
+def evidence_text(finding: dict) -> str:
+    """A diagnosis finding's evidence, prefixed by the output it concerns."""
+    output = finding.get("output")
+    return f"{output}: {finding['evidence']}" if output else finding["evidence"]
 
 
 def _overrides(m: ResultGrid) -> list[str]:
@@ -221,10 +240,12 @@ def _capped(lines: list[str], what: str, most: int = 120) -> list[str]:
     return lines[:most] + [f"- ... and {len(lines) - most} more {what}: see matrix.html"]
 
 
-def render(m: ResultGrid, title: str = "portcheck report", limit: int = COMMENT_LIMIT) -> str:
+def render(m: ResultGrid, title: str = "portcheck report", limit: int = COMMENT_LIMIT, notes=()) -> str:
     """The whole Markdown report; detail blocks that would push it past `limit` are left out,
-    with a note that points to matrix.html and matrix.json."""
-    head = [f"# {md_escape(title)}", "", *_summary(m), "", LEGEND, "", "## Accuracy", "",
+    with a note that points to matrix.html and matrix.json. `notes` (a partial run, say) come
+    first, one quoted line each."""
+    head = [f"# {md_escape(title)}", "", *(f"> {md_escape(n)}" for n in notes), *([""] if notes else []),
+            *_summary(m), "", LEGEND, "", "## Accuracy", "",
             _table(m, accuracy_cell) if m.rows else "no results", ""]
     if any(c.bench for c in m.cells.values()):
         head += ["## Speed (fraction of roofline)", "",

@@ -1,0 +1,69 @@
+"""Say why a check failed: cheap experiments on the failing example, each naming a likely cause
+with its evidence, ranked (portcheck.diagnose.finding: reproduced > explained > correlated >
+located > hint).
+
+    where         position.py   the error map by position, and the check's own guard messages
+    how much      magnitude.py  candidate precisions modelled on the inputs and the output
+                  reduction.py  growth of the error with the reduction length (K/2, K, 2K)
+    which function function.py  a declared function's weak region; GELU's two forms
+    random numbers rng.py       the Philox model replayed under the common mistakes
+    across vendors vendors.py   `portcheck diff`: each difference between two runs classified
+
+`diagnose()` runs after a failure only (runner.check), on the failing example: one re-run of it,
+a capture of its launch's tile sizes (not run) and two re-runs at other reduction lengths, on the
+case's own device; the rest is float64 arithmetic on the CPU. A time budget bounds the re-runs
+at other lengths: they are left out once it is spent (the first re-run always runs: it is the
+evidence every experiment reads, and costs what one launch of the check cost).
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+from ..cases import Case
+from . import function, magnitude, position, reduction, rerun, rng
+from .finding import FAILED, Finding, ranked
+
+BUDGET_S = 10.0   # seconds for one failure's diagnosis: no re-run at another length starts after it
+
+
+def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparisons: list, *,
+             arch: str = "", budget_s: float = BUDGET_S) -> list[Finding]:
+    """The likely causes of `case`'s failure on `target` (arch `arch`) for `failing_spec`, whose
+    failing comparisons were `comparisons`, strongest first. Never raises: an experiment that
+    fails says so in a finding of its own, ranked last."""
+    deadline = time.monotonic() + budget_s
+    findings = position.from_messages(comparisons)
+    try:
+        run = rerun.run(case, target, {**failing_spec, "dtype": failing_spec.get("dtype", dtype)})
+    except Exception as exc:
+        return ranked(findings + [_failed("the re-run", exc)])
+
+    @functools.cache
+    def tiles() -> dict:   # captured once, when an experiment first needs them
+        return rerun.launch_tiles(case, run.args)
+
+    failing = [m for m in run.maps.values() if m.failing]
+    numeric = [m for m in failing if not m.exact and bool((m.bad & m.ratio.isfinite()).any())]
+    read_outside = any("out-of-bounds read" in c.message for c in comparisons)
+    experiments = (
+        ("the position map", lambda: [f for m in failing for f in position.where(m, tiles(), read_outside)]),
+        ("the Philox replay", lambda: rng.mistakes(run, failing, tiles())),
+        ("the precision models", lambda: magnitude.precision(case, run, numeric, arch)),
+        ("the GELU forms", lambda: function.gelu_form(run, numeric)),
+        ("the math regions", lambda: function.math_region(case, run, numeric)),
+        ("the reduction lengths", lambda: reduction.growth(case, target, run, numeric, deadline)),
+    )
+    for name, experiment in experiments:
+        try:
+            findings += experiment()
+        except Exception as exc:
+            findings.append(_failed(name, exc))
+    return ranked(findings)
+
+
+def _failed(name: str, exc: Exception) -> Finding:
+    return Finding("diagnosis", f"{name} failed: {type(exc).__name__}: {exc}", "", FAILED)
+
+
+__all__ = ["Finding", "diagnose"]

@@ -1,0 +1,123 @@
+"""Where the error is: everywhere, only in the partial tile at a tensor's end (which dimension, and
+the tile size the launch used), in a band of rows or columns, only in never-written elements, or
+next to a guard band (the check's out-of-bounds and determinism messages, reused as they are)."""
+from __future__ import annotations
+
+import torch
+
+from .finding import EXPLAINED, HINT, LOCATED, REPRODUCED, Finding
+from .rerun import OutputMap
+
+# the check's own messages that name a cause outright (portcheck.guards, runner, compare): the
+# words to find, the cause, how strongly the check established it
+_MESSAGES = (
+    (("out-of-bounds write", "bytes before"), "a store before the output's start: a negative index "
+                                              "(a slot of -1 not skipped?)", REPRODUCED),
+    (("out-of-bounds write", "bytes after"), "a store past the output's end: the last tile's store has no "
+                                             "tail mask (or the wrong bound)", REPRODUCED),
+    (("out-of-bounds write", "padding"), "a store into an input's padding: a wrong stride or mask", REPRODUCED),
+    (("out-of-bounds read",), "a load without its mask: it reads outside its input", EXPLAINED),
+    (("modified:",), "a store into an input the case does not declare in Case.in_place", REPRODUCED),
+    (("nondeterministic",), "the result depends on the order of the programs: a race (read-modify-write of "
+                            "shared data) or an unordered atomic or split reduction", EXPLAINED),
+    (("the kernel produced it",), "the kernel makes NaN or Inf where the reference is finite: an overflow or "
+                                  "an invalid operation (0/0, inf - inf, a log or sqrt of a negative)", LOCATED),
+)
+SMALLEST_MAP = 8   # fewer elements than this say nothing about a band or the whole output
+
+
+def from_messages(comparisons) -> list[Finding]:
+    """The causes the check itself established (guard bands, repeated launches), with its words."""
+    found = []
+    for comp in comparisons:
+        for words, cause, score in _MESSAGES:
+            if all(w in comp.message for w in words):
+                found.append(Finding("position", cause, comp.message, score, comp.name))
+                break
+    return found
+
+
+def _along(bad: torch.Tensor, dim: int) -> torch.Tensor:
+    """Which indices of dimension `dim` hold a bad element."""
+    return bad.movedim(dim, 0).reshape(bad.shape[dim], -1).any(dim=1)
+
+
+def _partial_tile(start: int, n: int, tiles: dict) -> tuple[int, str] | None:
+    """(tile, where the size came from) when the bad indices [start, n) are exactly the last partial
+    tile of one of the launch's tile sizes; with none captured, inferred: the largest power of two
+    whose last partial tile starts at `start`."""
+    if tiles:
+        sizes = [(t, f"{name}={t} in the launch") for name, t in sorted(tiles.items(), key=lambda kv: -kv[1])]
+    else:
+        sizes = [(1 << b, f"{1 << b}, inferred from where the error starts") for b in range(n.bit_length(), 0, -1)]
+    for tile, source in sizes:
+        if n % tile and n - n % tile == start:
+            return tile, source
+    return None
+
+
+def tail(bad: torch.Tensor, tiles: dict) -> tuple[str, int, int, int, str] | None:
+    """(dimension, first bad index, size, tile, tile source) when every bad element lies in the last
+    partial tile of one dimension (the flattened tensor counts as one) and clean tiles precede it."""
+    views = [(f"dimension {d}", bad, d) for d in range(bad.dim())]
+    if bad.dim() > 1:
+        views.append(("the flattened tensor", bad.flatten(), 0))
+    for label, view, dim in views:
+        hit = _along(view, dim).nonzero().flatten()
+        if not hit.numel():
+            continue
+        start, n = int(hit[0]), view.shape[dim]
+        found = _partial_tile(start, n, tiles) if start > 0 else None
+        if found:
+            return (label, start, n, *found)
+    return None
+
+
+def _band(bad: torch.Tensor) -> str | None:
+    """'rows a..b of n' when the bad elements fill a contiguous band of rows or columns, not all."""
+    if bad.dim() != 2:
+        return None
+    for dim, what in ((0, "rows"), (1, "columns")):
+        hit = _along(bad, dim).nonzero().flatten()
+        lo, hi, n = int(hit[0]), int(hit[-1]), bad.shape[dim]
+        if hi - lo + 1 == hit.numel() and hit.numel() < n / 2:
+            return f"{what} {lo}..{hi} of {n}"
+    return None
+
+
+def where(m: OutputMap, tiles: dict, read_outside: bool) -> list[Finding]:
+    """The error map of one output, read for its shape."""
+    bad = m.bad
+    count, total = int(bad.sum()), bad.numel()
+    if not count:
+        return []
+    unwritten = int((m.unwritten & bad).sum())
+    found = tail(bad, tiles)
+    if found:
+        label, start, n, tile, source = found
+        span = f"all {count} elements out of tolerance lie in [{start}, {n}) of {label}: the last partial " \
+               f"tile ({n} = {n // tile} x {tile} + {n % tile}; tile {source})"
+        if unwritten == count:
+            return [Finding("position", "the last partial tile is never written: the grid does not cover it "
+                            "(launch triton.cdiv(n, BLOCK) programs) or its store mask cuts it off",
+                            f"{span}; they still hold the harness's output poison", REPRODUCED, m.name)]
+        if read_outside:
+            return [Finding("position", "a load without its tail mask: the last partial tile reads past the "
+                            "end of its input", f"{span}; the check saw NaN read from an input's guard",
+                            REPRODUCED, m.name)]
+        return [Finding("position", "the last partial tile is computed wrong: a mask, or a masked load's "
+                        "`other` value, in the tail", span, LOCATED, m.name)]
+    if unwritten == count:
+        return [Finding("position", "elements never written: the grid or a store mask misses them",
+                        f"{count} of {total} elements still hold the harness's output poison", REPRODUCED, m.name)]
+    if total < SMALLEST_MAP:
+        return []
+    band = _band(bad)
+    if band:
+        return [Finding("position", f"an error confined to {band}: an index or stride wrong there",
+                        f"{count} of {total} elements out of tolerance, all in {band}", HINT, m.name)]
+    if count >= total / 2:
+        return [Finding("position", "a systematic error over the whole output (a precision or a formula), "
+                        "not a boundary", f"{count} of {total} elements out of tolerance, spread over the "
+                        "whole output", HINT, m.name)]
+    return []

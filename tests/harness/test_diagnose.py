@@ -1,0 +1,146 @@
+"""Diagnosis of failures (portcheck.diagnose): eight planted bugs (tests/support/diagnosis_bugs.py)
+each get their cause ranked first, within the time budget; the same inputs through the correct
+kernels pass with no diagnosis; the causes reach the record, matrix.md, matrix.html and the
+console; and `portcheck diff` classifies differences between vendors."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import hypothesis
+import pytest
+import torch
+
+from portcheck import cases
+from portcheck.diagnose import BUDGET_S, position, vendors
+from portcheck.reports import grid, html, markdown
+from portcheck.runner import check
+from portcheck.schema import check_result
+from portcheck.targets.runtime import TARGETS
+from tests.support.launching import DEVICE, INTERPRETER, needs_device
+from tests.support.report_records import provenance
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = "interpreter" if INTERPRETER else ("rocm" if torch.version.hip else "cuda")
+REPLAY = hypothesis.settings(max_examples=1, deadline=None, database=None)
+
+PLANTED = {  # case -> (a failing input, words of the cause that must rank first)
+    "diag_tf32_dot": ({"dtype": "fp32", "M": 16, "N": 16, "K": 48, "seed": 1}, "tf32 (truncated) rounding of the dot inputs"),
+    "diag_fp16_acc": ({"dtype": "fp16", "M": 16, "N": 16, "K": 64, "seed": 1}, "accumulating in fp16? the error grows with K"),
+    "diag_tail_mask": ({"dtype": "fp32", "n": 100, "seed": 1}, "a load without its tail mask"),
+    "diag_unwritten_tail": ({"dtype": "fp32", "n": 100, "seed": 1}, "the last partial tile is never written"),
+    "diag_philox_swapped": ({"dtype": "fp32", "rows": 8, "cols": 40, "regime": "normal", "layout": "contiguous",
+                             "bias": True, "p": 0.5, "rng_seed": 1234, "offset": 40, "seed": 0},
+                            "Philox: seed and offset swapped"),
+    "diag_philox_block": ({"dtype": "fp32", "n": 100, "p": 0.5, "rng_seed": 1234, "offset": 8, "seed": 1},
+                          "Philox: the offset off by one block (BLOCK = 32) ahead"),
+    "diag_gelu_tanh": ({"dtype": "fp32", "n": 100, "seed": 1}, "the tanh approximation of GELU where the erf form is meant"),
+    "diag_exp_overflow": ({"dtype": "fp32", "n": 200, "seed": 1}, "tl.exp's ex2.approx at large arguments"),
+}
+
+
+def _check(name, spec):
+    import tests.support.diagnosis_bugs  # noqa: F401  (registers the planted cases)
+    arch = TARGETS[TARGET].arch()
+    started = time.monotonic()
+    result = check(cases.get(name), TARGET, arch, spec["dtype"], settings=REPLAY, max_elements=1 << 16, spec=spec)
+    return result, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def diagnosed():
+    return {name: _check(name, spec) for name, (spec, _) in PLANTED.items()}
+
+
+@needs_device
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_each_planted_bug_has_its_cause_ranked_first(diagnosed, name):
+    result, seconds = diagnosed[name]
+    assert result.verdict == "fail", result.message
+    causes = [f["cause"] for f in result.diagnosis]
+    assert causes and PLANTED[name][1] in causes[0], causes
+    assert [f["score"] for f in result.diagnosis] == sorted((f["score"] for f in result.diagnosis), reverse=True)
+    assert seconds < BUDGET_S, f"the check and its diagnosis took {seconds:.1f} s"
+
+
+@needs_device
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_the_correct_kernel_passes_the_same_input_with_no_diagnosis(name):
+    result, _ = _check(f"{name}_ok", PLANTED[name][0])
+    assert result.verdict == "pass", result.message
+    assert result.diagnosis == []
+
+
+@needs_device
+def test_the_tf32_cause_names_the_arch_default(diagnosed):
+    first = diagnosed["diag_tf32_dot"][0].diagnosis[0]
+    if TARGET == "interpreter":
+        assert "the interpreter's tl.dot is ieee" in first["cause"]
+    elif TARGET == "cuda":
+        assert "default input_precision on sm_" in first["cause"] and "is tf32" in first["cause"]
+    assert "within its tolerance" in first["evidence"] and first["output"] == "c"
+
+
+@needs_device
+def test_the_diagnosis_reaches_the_record_and_the_reports(diagnosed):
+    result = diagnosed["diag_unwritten_tail"][0]
+    result.provenance = provenance(TARGET, result.arch, "2026-12-01T10:00:00+00:00")
+    record = result.to_dict()
+    check_result(record)
+    cause = record["diagnosis"][0]
+    assert set(cause) == {"kind", "cause", "evidence", "score", "output"} and cause["kind"] == "position"
+    md = markdown.markdown([record])
+    assert f"likely cause 1: **{cause['cause']}**" in md and "[96, 100) of dimension 0" in md
+    page = html.render(grid.from_records([record]))
+    assert '<ol class="diagnosis">' in page and "the last partial tile is never written" in page
+
+
+def test_the_console_prints_the_likely_causes(tmp_path):
+    spec = PLANTED["diag_unwritten_tail"][0]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-m", "portcheck", "run", "--cases", "tests.support.diagnosis_bugs",
+                           "--kernel", "diag_unwritten_tail", "--target", "interpreter", "--matrix", "matrices/ci.toml",
+                           "--replay", json.dumps(spec), "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "likely cause 1: the last partial tile is never written" in proc.stdout, proc.stdout
+    assert "likely cause 1: **the last partial tile is never written" in (tmp_path / "run" / "matrix.md").read_text()
+
+
+def test_a_partial_tile_is_inferred_when_the_launch_is_not_captured():
+    bad = torch.zeros(5, 100, dtype=torch.bool)
+    bad[:, 96:] = True
+    assert position.tail(bad, {}) == ("dimension 1", 96, 100, 32, "32, inferred from where the error starts")
+    assert position.tail(bad, {"BLOCK_N": 32, "BLOCK_M": 4})[3:] == (32, "BLOCK_N=32 in the launch")
+    bad[0, 50] = True   # an error before the last tile: not a tail
+    assert position.tail(bad, {}) is None
+
+
+A = vendors.Side("A", "cuda", "sm_90a", "")
+B = vendors.Side("B", "rocm", "gfx942", "")
+RAW = vendors.Side("B", "interpreter", "cpu-interpreter", "raw")
+
+
+@pytest.mark.parametrize("dtype, ra, rb, b, words", [
+    ("fp32", 0.3, 0.8, B, "within both tolerances"),
+    ("fp32", 40.0, 0.5, B, "a genuine bug on A (cuda/sm_90a)"),
+    ("bf16", 0.5, 900.0, RAW, "an environment artifact on B (interpreter/cpu-interpreter)"),
+    ("fp32", 3.0, 5.0, B, "fails on both"),
+    ("fp32", 0.5, None, B, "unclassified"),
+])
+def test_differences_between_vendors_are_classified(dtype, ra, rb, b, words):
+    finding = vendors.classify(dtype, ra, rb, A, b)
+    assert words in finding.cause, finding
+
+
+def test_a_genuine_fp32_bug_on_nvidia_points_at_the_tf32_default():
+    finding = vendors.classify("fp32", 40.0, 0.5, A, B)
+    assert "tf32 on sm_90a and ieee on gfx942" in finding.evidence
+
+
+def test_an_fp8_format_the_arch_lacks_is_an_artifact():
+    sm80 = vendors.Side("A", "cuda", "sm_80", "")
+    finding = vendors.classify("fp8e4nv", 12.0, 0.5, sm80, B)
+    assert "environment artifact on A" in finding.cause and "sm_80 lacks fp8e4nv" in finding.evidence
