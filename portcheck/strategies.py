@@ -51,6 +51,8 @@ def lengths(tile: int, limit: int) -> st.SearchStrategy[int]:
     """Lengths that break kernels: 1, primes, tile-1 / tile / tile+1, and anything up to limit."""
     edges = [n for n in {1, tile - 1, tile, tile + 1, 2 * tile + 1} if 1 <= n <= limit]
     primes = [p for p in PRIMES if p <= limit]
+    if not primes:   # limit 1
+        return st.just(1)
     return st.one_of(st.sampled_from(sorted(edges)), st.sampled_from(primes),
                      st.integers(1, max(1, limit)))
 
@@ -61,6 +63,49 @@ def rows_and_cols(tile: int, max_elements: int, max_cols: int | None = None, max
     max_cols = min(max_cols or max_elements, max_elements)
     return lengths(tile, max_cols).flatmap(
         lambda n: st.tuples(st.integers(1, max(1, min(max_rows, max_elements // n))), st.just(n)))
+
+
+def matmul_sizes(tile: int, max_elements: int, max_k: int | None = None):
+    """(M, N, K) for C = A @ B: each stresses the tile edges, and A (M x K), B (K x N) and C (M x N)
+    each stay within max_elements."""
+    k_limit = min(max_k or max_elements, max_elements)
+    return lengths(tile, k_limit).flatmap(
+        lambda k: lengths(tile, max(1, max_elements // k)).flatmap(
+            lambda m: st.tuples(st.just(m), lengths(tile, max(1, min(max_elements // k, max_elements // m))),
+                                st.just(k))))
+
+
+def row_inputs(dtype: str, max_elements: int, tile: int = 128, max_rows: int = 64,
+               allowed=REGIMES[:-1]) -> st.SearchStrategy[dict]:
+    """Specs for a kernel over the rows of one matrix: dtype, rows, cols, seed, regime, layout
+    (row_tensor() makes the tensor)."""
+    return st.tuples(rows_and_cols(tile, max_elements, max_rows=max_rows), seeds(), regimes(allowed),
+                     layouts()).map(lambda t: {"dtype": dtype, "rows": t[0][0], "cols": t[0][1], "seed": t[1],
+                                               "regime": t[2], "layout": t[3]})
+
+
+def row_tensor(spec: dict, device: str, scale: float = 1.0) -> torch.Tensor:
+    """The rows x cols tensor a row_inputs() spec stands for, in its layout on `device`."""
+    t = values((spec["rows"], spec["cols"]), spec["dtype"], spec["regime"], generator(spec["seed"]), scale)
+    return laid_out(t, spec["layout"], device)
+
+
+def matmul_inputs(dtype: str, max_elements: int, tile: int = 32, max_k: int | None = None,
+                  allowed=("normal",)) -> st.SearchStrategy[dict]:
+    """Specs for C = A @ B: dtype, M, N, K, seed, regime (matmul_tensors() makes A and B). Only
+    normal values by default: large ones overflow a low-precision output after a few products."""
+    return st.tuples(matmul_sizes(tile, max_elements, max_k), seeds(), regimes(allowed)).map(
+        lambda t: {"dtype": dtype, "M": t[0][0], "N": t[0][1], "K": t[0][2], "seed": t[1], "regime": t[2]})
+
+
+def matmul_tensors(spec: dict, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (M x K) and B (K x N) for a matmul_inputs() spec, scaled by 1/sqrt(K) so that C stays
+    around 1 whatever K."""
+    g = generator(spec["seed"])
+    scale = spec["K"] ** -0.25
+    a = values((spec["M"], spec["K"]), spec["dtype"], spec["regime"], g, scale)
+    b = values((spec["K"], spec["N"]), spec["dtype"], spec["regime"], g, scale)
+    return a.to(device), b.to(device)
 
 
 def seeds() -> st.SearchStrategy[int]:

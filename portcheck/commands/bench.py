@@ -20,15 +20,17 @@ from ..overrides import load as load_overrides
 from ..reports.output import atomic_write
 from ..facts.archs import ARCHS, parse_archs
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
-from ._common import (DEFAULT_MATRIX, check_dtypes, csv, json_spec, load_run_plan, named_case, timestamped,
-                      writable_dir)
+from ._common import (DEFAULT_MATRIX, add_cases_argument, check_dtypes, csv, json_spec, load_cases, load_run_plan,
+                      named_case, timestamped, writable_dir)
 
 NAME = "bench"
 HELP = "time kernels on this GPU against measured ceilings, baselines and the roofline"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--kernel", help="comma list of case names or globs (default: the matrix's, else all)")
+    p.add_argument("--kernel", help="comma list of case names or globs, or family:NAME (default: the "
+                                    "matrix's, else all)")
+    add_cases_argument(p)
     p.add_argument("--dtype", help="comma list of dtypes to keep among the bench specs")
     p.add_argument("--matrix", help=f"matrix file for [run] kernels and [bench] settings "
                                     f"(default: {DEFAULT_MATRIX} if present)")
@@ -57,8 +59,8 @@ def _settings(args, matrix: RunPlan):
             raise UsageError(f"--repeats must be at least 3, got {args.repeats}")
         s.repeats = args.repeats
     if args.noise_bound is not None:
-        if args.noise_bound < 0:
-            raise UsageError(f"--noise-bound must not be negative, got {args.noise_bound}")
+        if not 0 <= args.noise_bound < float("inf"):   # NaN included: it would flag nothing noisy
+            raise UsageError(f"--noise-bound must be a finite number, not negative, got {args.noise_bound}")
         s.noise_bound = args.noise_bound
     if args.no_compile:
         s.compile = False
@@ -69,6 +71,7 @@ def _settings(args, matrix: RunPlan):
 
 def _plan(args, matrix: RunPlan, settings):
     from ..speed.runner import plan
+    load_cases(args, matrix)
     selected = registry.select(csv(args.kernel) or matrix.kernels)
     dtypes = csv(args.dtype) or None
     check_dtypes(selected, dtypes)
@@ -79,7 +82,11 @@ def _plan(args, matrix: RunPlan, settings):
             raise UsageError("--spec needs exactly one --kernel (a case name)")
         case = selected[0]
         base = case.bench[0] if case.bench else {}
-        return [(case, {"seed": 0, **base, **spec})]
+        full = {"seed": 0, **base, **spec}
+        if base:   # typed like the case's own first bench spec, no unknown keys
+            from ..validation import replay_spec
+            replay_spec(full, [{"seed": 0, **base}], None, f"--spec for {case.name}")
+        return [(case, full)]
     work = plan(selected, settings, dtypes)
     if not work:
         raise UsageError("no bench spec to time: the selected cases declare none for these dtypes")
@@ -103,13 +110,13 @@ def main(args) -> int:
     settings = _settings(args, matrix)
     archs = [ARCHS[a] for a in parse_archs(args.arch)] if args.arch else None
     work = _plan(args, matrix, settings)
+    if args.time_limit is not None and not 0 < args.time_limit < float("inf"):   # before --out is made
+        raise UsageError(f"--time-limit must be a positive number of seconds, got {args.time_limit}")
     out = writable_dir(args.out or timestamped("reports"))
     results_path = out / "results.jsonl"
     if results_path.exists():
         raise UsageError(f"{results_path} exists already; choose a new --out")
     command = shlex.join(["portcheck", *sys.argv[1:]]) if sys.argv[1:2] == ["bench"] else "portcheck bench"
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise UsageError(f"--time-limit must be a positive number of seconds, got {args.time_limit}")
     if args.model_only:
         status = _model_only(work, archs, results_path, command)
     else:

@@ -5,7 +5,8 @@ what the compiler produced (hardware limits Triton does not check at compile tim
     portcheck compile --from DIR [DIR ...] --out DIR     # re-render runs (e.g. one per Triton release)
 
 Writes DIR/results.jsonl (one Result per kernel x variant x arch, kind='compile') and
-DIR/compile.md (the kernel x arch matrix). Exit status 1 when any record fails.
+DIR/compile.md (the kernel x arch matrix). Exit status 1 when any record fails: an error-severity
+finding, or a warning too with --fail-on warning (the matrix's `[compile] fail_on`).
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from .. import results
 from ..errors import UsageError
 from ..matrix import RunPlan
 from ..facts.archs import parse_archs
-from ._common import DEFAULT_MATRIX, csv, load_run_plan, timestamped, writable_dir
+from ._common import (DEFAULT_MATRIX, add_cases_argument, csv, load_cases, load_run_plan, plan_sources, timestamped,
+                      writable_dir)
 
 NAME = "compile"
 HELP = "cross-compile every kernel variant for every arch (no GPU needed) and lint the result"
@@ -28,7 +30,9 @@ HELP = "cross-compile every kernel variant for every arch (no GPU needed) and li
 def add_arguments(p) -> None:
     p.add_argument("--arch", help="comma list of archs, or 'all' (default: the matrix's [compile] "
                                   "archs, else all ten)")
-    p.add_argument("--kernel", help="comma list of case names or globs (default: the matrix's, else all)")
+    p.add_argument("--kernel", help="comma list of case names or globs, or family:NAME (default: the "
+                                    "matrix's, else all)")
+    add_cases_argument(p)
     p.add_argument("--out", help="output directory (default: reports/<timestamp>)")
     p.add_argument("--jobs", type=int, help="compile worker processes (default: the matrix's, else 2)")
     p.add_argument("--timeout", type=float, help="seconds one compile may take before it is killed "
@@ -36,6 +40,9 @@ def add_arguments(p) -> None:
     p.add_argument("--max-variants", type=int, metavar="N",
                    help="at most N variants per kernel x arch, every dtype first (default: the "
                         "matrix's, else 0: all)")
+    p.add_argument("--fail-on", choices=("error", "warning"),
+                   help="the least finding severity that fails a compile and the exit status "
+                        "(default: the matrix's [compile] fail_on, else error)")
     p.add_argument("--matrix", help=f"matrix file (default: {DEFAULT_MATRIX} if present)")
     p.add_argument("--from", dest="sources", nargs="+", metavar="DIR",
                    help="render the compile matrix of earlier runs (their results.jsonl) instead of compiling")
@@ -53,8 +60,10 @@ def _settings(args, matrix: RunPlan):
         if not args.timeout > 0:
             raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
         s = replace(s, timeout=args.timeout)
-    if args.arch:
-        s = replace(s, archs=parse_archs(args.arch))
+    if args.arch is not None:
+        s = replace(s, archs=parse_archs(",".join(csv(args.arch))))   # '' names no arch: an error
+    if args.fail_on is not None:
+        s = replace(s, fail_on=args.fail_on)
     if args.max_variants is not None:
         if args.max_variants < 0:
             raise UsageError(f"--max-variants must be 0 (all) or more, got {args.max_variants}")
@@ -84,6 +93,8 @@ def main(args) -> int:
         return _render(args)
     matrix = load_run_plan(args.matrix)
     settings = _settings(args, matrix)
+    load_cases(args, matrix)
+    print(f"portcheck compile: {plan_sources(matrix)}", flush=True)
     selected = registry.select(csv(args.kernel) or matrix.kernels or None)
     out = writable_dir(args.out or timestamped("reports"))      # before any compile starts
     results_path = out / "results.jsonl"
@@ -103,7 +114,7 @@ def main(args) -> int:
     started = time.perf_counter()
     with Pool(settings.jobs, settings.timeout).start() as pool:     # workers import while we plan
         need_capture = [c for c in selected if c.variants is None]
-        captured = for_cases(need_capture) if need_capture else {}
+        captured = for_cases(need_capture, settings.archs) if need_capture else {}
         tasks = plan(selected, settings.archs, captured, settings.max_variants)
         print(f"compiling {len(tasks)} variants of {len(selected)} kernels for {', '.join(settings.archs)} "
               f"({settings.jobs} jobs, {settings.timeout:g} s limit each)", flush=True)

@@ -15,11 +15,14 @@ everything Triton's specialization reads; launches that specialize alike are kep
 compile workers then specialize it per arch with Triton's own binder, exactly as a launch on
 that arch would.
 
-By default launches are recorded and not executed, so capture works on a CPU without any GPU as
-long as the launcher itself does not query a device; `execute=True` also runs them (on a GPU, or
-in the interpreter), for launchers whose later launches depend on earlier results.
-`python -m portcheck.compile.capture CASE...` captures registered cases in a fresh interpreter-mode
-process and prints JSON; `for_cases()` uses it when capturing in this process fails.
+By default launches are recorded and not executed, so capture works on a CPU without any GPU;
+`execute=True` also runs them (on a GPU, or in the interpreter), for launchers whose later
+launches depend on earlier results. A launcher that branches on the device (warp size, the arch,
+`torch.version.hip`, Triton's current target) is captured once per arch, with those questions
+answered as that arch would (`answering_as`), so each arch compiles the launches it would make.
+`python -m portcheck.compile.capture [--archs A,B] [--cases MODULES] CASE...` captures registered
+cases in a fresh interpreter-mode process and prints JSON; `for_cases()` uses it when capturing
+in this process fails.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from dataclasses import dataclass, field
 
 from ..cases import Variant
@@ -211,18 +215,92 @@ def default_specs(case, per_dtype: int = 3, max_elements: int = 1 << 16) -> list
     return specs
 
 
+class _TargetOf:
+    """Stands in for Triton's active driver where a launcher asks for the current target."""
+
+    def __init__(self, arch):
+        from triton.backends.compiler import GPUTarget
+        self.target = GPUTarget(arch.backend, arch.triton_arch, arch.warp_size)
+
+    def get_current_target(self):
+        return self.target
+
+
+def _properties(arch) -> types.SimpleNamespace:
+    """What torch.cuda.get_device_properties says of a device of this arch (the fields launchers read)."""
+    major, minor = divmod(arch.triton_arch, 10) if arch.backend == "cuda" else (0, 0)
+    return types.SimpleNamespace(name=arch.example, major=major, minor=minor, warp_size=arch.warp_size,
+                                 gcnArchName=arch.triton_arch if arch.is_amd else "")
+
+
+@contextlib.contextmanager
+def answering_as(arch):
+    """Inside, a launcher that asks which device it runs on is told `arch`: Triton's current
+    target, torch.version.hip (a version on AMD, None on NVIDIA), torch.cuda's device capability
+    and properties, and portcheck.facts.device (warp_size, current_arch; interpreted() is False).
+    Only for recording launches: nothing may run on the device it is told about."""
+    import torch
+    from triton.runtime import driver
+
+    from ..facts import device
+    props = _properties(arch)
+    answers = {"get_device_capability": lambda *a, **k: (props.major, props.minor),
+               "get_device_properties": lambda *a, **k: props,
+               "get_device_name": lambda *a, **k: props.name}
+    saved = {name: getattr(torch.cuda, name) for name in answers}
+    saved_driver, saved_hip = driver._active, torch.version.hip
+    saved_env = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        for name, answer in answers.items():
+            setattr(torch.cuda, name, answer)
+        driver.set_active(_TargetOf(arch))
+        torch.version.hip = "6.2.0" if arch.is_amd else None
+        device.warp_size.cache_clear()
+        device.current_arch.cache_clear()
+        yield
+    finally:
+        for name, old in saved.items():
+            setattr(torch.cuda, name, old)
+        driver._active = saved_driver
+        torch.version.hip = saved_hip
+        if saved_env is not None:
+            os.environ["TRITON_INTERPRET"] = saved_env
+        device.warp_size.cache_clear()    # answered for the arch, not for this machine
+        device.current_arch.cache_clear()
+
+
+def _launch_all(case, specs, device: str, rec: Recorder) -> None:
+    import torch
+    for spec in specs:
+        rec.dtype = spec.get("dtype", "")
+        args = case.make(spec, device)
+        outs = {n: torch.empty(shape, dtype=dt, device=device) for n, (shape, dt) in case.outputs(args).items()}
+        case.launch(args, outs)
+
+
 def capture_case(case, specs=None, device: str = "cpu", execute: bool = False) -> list[CapturedVariant]:
     """Run a case's launcher on `specs` (default: a few drawn inputs per dtype) and return the
     distinct launches it made."""
-    import torch
     specs = default_specs(case) if specs is None else specs
     with recording(execute) as rec:
-        for spec in specs:
-            rec.dtype = spec.get("dtype", "")
-            args = case.make(spec, device)
-            outs = {n: torch.empty(shape, dtype=dt, device=device) for n, (shape, dt) in case.outputs(args).items()}
-            case.launch(args, outs)
+        _launch_all(case, specs, device, rec)
     return rec.variants()
+
+
+def capture_per_arch(case, archs, specs=None) -> dict:
+    """{arch name: [CapturedVariant] or why capture failed there}: the case's launcher recorded
+    (not run) once per arch, answered as that arch (answering_as)."""
+    from ..facts.archs import arch as get_arch
+    specs = default_specs(case) if specs is None else specs
+    out: dict = {}
+    for name in archs:
+        try:
+            with answering_as(get_arch(name)), recording() as rec:
+                _launch_all(case, specs, "cpu", rec)
+            out[name] = rec.variants()
+        except Exception as exc:  # noqa: BLE001 - a launcher that refuses this arch fails there only
+            out[name] = f"capture failed on {name}: {type(exc).__name__}: {exc}"
+    return out
 
 
 def _to_json(v: CapturedVariant) -> dict:
@@ -235,20 +313,25 @@ def _from_json(d: dict) -> CapturedVariant:
     return CapturedVariant(**d)
 
 
-def for_cases(cases) -> dict:
-    """{case name: [CapturedVariant] or an error message} for cases that declare no variants:
-    captured in this process, else in a fresh process in interpreter mode (any CPU has it)."""
+def for_cases(cases, archs) -> dict:
+    """{case name: {arch: [CapturedVariant] or a message}, or one message for every arch} for
+    cases that declare no variants: captured per arch in this process, else in a fresh process in
+    interpreter mode (any CPU has it), which imports the cases' modules (`--cases`) again."""
+    from ..cases import cases_flag
     out: dict = {}
     retry = []
     for case in cases:
-        try:
-            out[case.name] = capture_case(case)
-        except Exception:  # noqa: BLE001 - e.g. a launcher that asks a missing GPU for its warp size
-            retry.append(case.name)
+        got = capture_per_arch(case, archs)
+        if any(isinstance(v, str) for v in got.values()):
+            retry.append(case.name)   # e.g. a launcher that asks the missing GPU for more than answering_as tells
+        else:
+            out[case.name] = got
     if retry:
+        modules = sorted({m for name in retry for m in cases_flag(name)[1:]})
+        argv = ["--archs", ",".join(archs)] + (["--cases", ",".join(modules)] if modules else [])
         env = {**os.environ, "TRITON_INTERPRET": "1"}
-        proc = subprocess.run([sys.executable, "-m", "portcheck.compile.capture", *retry], capture_output=True,
-                              text=True, env=env)
+        proc = subprocess.run([sys.executable, "-m", "portcheck.compile.capture", *argv, *retry],
+                              capture_output=True, text=True, env=env, cwd=os.getcwd())
         try:
             data = json.loads(proc.stdout.strip().splitlines()[-1])
         except (IndexError, ValueError):
@@ -256,17 +339,28 @@ def for_cases(cases) -> dict:
             data = {n: f"capture failed: {why}" for n in retry}
         for name in retry:
             got = data.get(name, f"capture failed: {name} is not registered in a fresh process "
-                                  "(register it through the portcheck.cases entry point)")
-            out[name] = [_from_json(d) for d in got] if isinstance(got, list) else got
+                                  "(name its module with --cases, or register it through the "
+                                  "portcheck.cases entry point)")
+            out[name] = got if isinstance(got, str) else \
+                {a: [_from_json(d) for d in v] if isinstance(v, list) else v for a, v in got.items()}
     return out
 
 
-def _main(names: list[str]) -> int:
+def _main(argv: list[str]) -> int:
+    import argparse
+
     from .. import cases
+    p = argparse.ArgumentParser(prog="python -m portcheck.compile.capture")
+    p.add_argument("--archs", required=True)
+    p.add_argument("--cases", default="")
+    p.add_argument("names", nargs="+")
+    args = p.parse_args(argv)
+    cases.add_modules([m for m in args.cases.split(",") if m])
     result = {}
-    for name in names:
+    for name in args.names:
         try:
-            result[name] = [_to_json(v) for v in capture_case(cases.get(name))]
+            got = capture_per_arch(cases.get(name), args.archs.split(","))
+            result[name] = {a: [_to_json(v) for v in vs] if isinstance(vs, list) else vs for a, vs in got.items()}
         except Exception as exc:  # noqa: BLE001 - reported to the parent per case
             result[name] = f"capture failed: {type(exc).__name__}: {exc}"
     print(json.dumps(result, default=str))

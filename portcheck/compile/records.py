@@ -5,12 +5,15 @@ Each record has kind='compile', evidence='compile' and target 'compile': nothing
 """
 from __future__ import annotations
 
+import shlex
+
 from .lints import DEFAULT as DEFAULT_LINTS
-from .lints import LintConfig, findings, verdict
+from .lints import LintConfig, failing, findings, verdict
 from .occupancy import occupancy
 from .plan import CompileSettings, Task
 from .pool import Pool
 from .worker import compile_payload
+from ..cases import cases_flag
 from ..facts.archs import arch as get_arch
 
 
@@ -18,12 +21,14 @@ _METRIC_KEYS = ("compile_s", "num_warps", "num_stages", "warp_size", "shared", "
                 "arch_vgpr", "agpr", "sgpr", "vgpr_spill_count", "sgpr_spill_count", "scratch_bytes",
                 "stack_bytes", "local_bytes", "static_shared", "group_segment_fixed_size",
                 "occupancy", "occupancy_effective", "occupancy_max", "occupancy_unit",
-                "occupancy_fraction", "matrix_family", "matrix_instructions", "dots", "code_bytes",
+                "occupancy_fraction", "matrix_family", "matrix_instructions", "matrix_operands", "dots", "code_bytes",
                 "async_copy_sizes", "spill_bytes", "spill_count", "threads", "note", "cached")
 
 
-def to_result(task: Task, raw: dict, lints: LintConfig = DEFAULT_LINTS, command: str = ""):
-    """The Result record of one compile (kind='compile', evidence='compile')."""
+def to_result(task: Task, raw: dict, lints: LintConfig = DEFAULT_LINTS, command: str = "",
+              fail_on: str = "error"):
+    """The Result record of one compile (kind='compile', evidence='compile'); findings at or
+    above `fail_on` fail it."""
     from ..provenance import collect
     from ..results import Result
     arch = get_arch(task.arch)
@@ -39,12 +44,12 @@ def to_result(task: Task, raw: dict, lints: LintConfig = DEFAULT_LINTS, command:
         raw["threads"] = (raw.get("num_warps") or 0) * (raw.get("warp_size") or arch.warp_size)
         raw.update(occupancy(arch, raw))
     found = findings(raw, arch, task.options, lints)
-    v = verdict(found, status)
+    v = verdict(found, status, fail_on)
     metrics = {"compiled": status == "ok", **{k: raw[k] for k in _METRIC_KEYS if k in raw}}
     if status == "ok":   # the names the merged report and the gate read
         metrics.update(regs=raw.get("registers"), spills=raw.get("spill_bytes"))
     if status == "ok":
-        message = "; ".join(f"{f['rule']}: {f['message']}" for f in found if f["severity"] == "error")
+        message = "; ".join(f"{f['rule']}: {f['message']}" for f in failing(found, fail_on))
     else:
         message = raw.get("error", status)
     prov = collect(None, task.arch, command=command)
@@ -52,7 +57,8 @@ def to_result(task: Task, raw: dict, lints: LintConfig = DEFAULT_LINTS, command:
     return Result(kind="compile", case=task.case, family=task.family, dtype=task.dtype, target="compile",
                   arch=task.arch, verdict=v, evidence="compile", message=message, metrics=metrics,
                   variant=task.label, lints=found, time_ms=None,
-                  reproduce=f"portcheck compile --kernel {task.case} --arch {task.arch}",
+                  reproduce=shlex.join(["portcheck", "compile", *cases_flag(task.case), "--kernel", task.case,
+                                        "--arch", task.arch]),
                   provenance=prov)
 
 
@@ -78,7 +84,8 @@ def compile_tasks(tasks: list[Task], settings: CompileSettings | None = None, on
             next_out += 1
 
     def done(i: int, raw: dict):
-        results[i] = apply_overrides(to_result(tasks[i], raw, settings.lints, command), overrides)
+        results[i] = apply_overrides(to_result(tasks[i], raw, settings.lints, command, settings.fail_on),
+                                     overrides)
         advance(i)
 
     def claimed(indices):

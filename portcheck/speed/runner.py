@@ -19,7 +19,7 @@ from pathlib import Path
 from . import clocks, peers, roofline
 from .. import results
 from .timing import Stats, Timer, agree, interleave, rotation_sets, warm_up
-from ..cases import Case, Cost
+from ..cases import Case, Cost, cases_flag
 from ..errors import UsageError
 from ..matrix import BenchSettings
 from ..overrides import find
@@ -229,7 +229,7 @@ class BenchRunner:
             return self.not_timed(case, spec, f"skipped by override: {skip.reason}")
         r = Result("bench", case.name, case.family, spec["dtype"], self.target.name, self.arch_name,
                    "pass", "gpu", variant=label)
-        r.reproduce = shlex.join(["portcheck", "bench", "--kernel", case.name,
+        r.reproduce = shlex.join(["portcheck", "bench", *cases_flag(case.name), "--kernel", case.name,
                                   "--spec", json.dumps(spec, sort_keys=True)])
         clocks_read = {}
         try:

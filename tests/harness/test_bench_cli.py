@@ -155,8 +155,9 @@ def test_spec_takes_the_case_a_name_names_though_it_is_also_a_family(tmp_path, c
 def test_replay_also_takes_the_case_a_name_names():
     from portcheck.commands._common import named_case
     from portcheck import cases
-    family = cases.select(["softmax"])
+    family = cases.select(["family:softmax"])
     assert {c.name for c in family} == {"softmax", "softmax_long"}
+    assert [c.name for c in cases.select(["softmax"])] == ["softmax"]   # a name is not its family
     assert [c.name for c in named_case(family, "softmax")] == ["softmax"]
     assert named_case(family, "softmax*") == family          # a glob keeps what it selected
     assert named_case(family, "softmax,softmax_long") == family
