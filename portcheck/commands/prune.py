@@ -37,6 +37,9 @@ def add_arguments(p) -> None:
     p.add_argument("--min-occupancy", type=float, default=0.0, metavar="FRACTION",
                    help="drop launches whose effective occupancy is under this fraction of the arch's "
                         "most (default 0: only those with none resident)")
+    p.add_argument("--max-spill-bytes", type=int, default=None, metavar="BYTES",
+                   help="drop launches that spill more than this (default: spills never drop a launch; "
+                        "see portcheck/compile/prune.py for the H200 figures behind that)")
     p.add_argument("--dir", help="where the lists live (default: portcheck/kernels/configs/pruned)")
     p.add_argument("--jobs", type=int, help="compile worker processes (default: the matrix's, else 2)")
     p.add_argument("--timeout", type=float, help="seconds one compile may take (default: the matrix's, else 300)")
@@ -100,12 +103,14 @@ def main(args) -> int:
     args.fail_on = args.max_variants = None     # the compile options prune does not take
     if not 0 <= args.min_occupancy <= 1:
         raise UsageError(f"--min-occupancy must be a fraction within [0, 1], got {args.min_occupancy:g}")
+    if args.max_spill_bytes is not None and args.max_spill_bytes < 0:
+        raise UsageError(f"--max-spill-bytes must be 0 or more, got {args.max_spill_bytes}")
     settings = _settings(args, load_run_plan(args.matrix))
     stale = 0
     for family in _families(args, records, directory):
         tasks = _tasks(family, archs)
         mine = [r for r in records if r["family"] == family] if args.sources else _compile(tasks, settings)
-        found = prune.entries(tasks, mine, args.min_occupancy)
+        found = prune.entries(tasks, mine, args.min_occupancy, args.max_spill_bytes)
         if not found:
             raise UsageError(f"no compile record of the {family} family's launches on {', '.join(archs)}")
         path = pruned_file(family, directory)
@@ -128,6 +133,8 @@ def main(args) -> int:
                              "from a run that compiled every variant, or use --check")
         command = shlex.join(["portcheck", "prune", "--kernel", family, "--arch", args.arch or ",".join(archs)]
                              + (["--min-occupancy", f"{args.min_occupancy:g}"] if args.min_occupancy else [])
+                             + (["--max-spill-bytes", str(args.max_spill_bytes)]
+                                if args.max_spill_bytes is not None else [])
                              + (["--dir", args.dir] if args.dir else []))
         from ..reports.output import atomic_write
         directory.mkdir(parents=True, exist_ok=True)

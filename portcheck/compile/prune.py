@@ -1,10 +1,14 @@
 """From compile records to the pruned autotune lists (portcheck.kernels._pruned reads them).
 
-A launch is kept on an arch when it compiled clean there: it passed, no finding at warning or
-error severity, and its effective occupancy not under `min_occupancy` (a fraction of the arch's
-most; by default only an occupancy of 0 drops: nothing resident at once. The low-occupancy lint's
-25% would drop the one-block-per-SM tiles a GEMM is built on, which the autotuner should time).
-Every dropped launch carries the reason in words.
+A launch is kept on an arch when it compiled clean there: it passed, no finding at error severity
+(over the shared memory or thread caps, emulated or unsupported fp8, ...), and its effective
+occupancy not under `min_occupancy` (a fraction of the arch's most; by default only an occupancy
+of 0 drops: nothing resident at once. The low-occupancy lint's 25% would drop the
+one-block-per-SM tiles a GEMM is built on, which the autotuner should time). Warnings do not
+drop a launch, spills included, unless `max_spill_bytes` is given: on the H200 the fastest
+8192^3 fp16 / bf16 tile (128x256x64, 8 warps, 3 stages) spills 168 B, and dropping the 16 B-spill
+16x32x256 tile made bf16 M = 1 1.25x slower (tools/bench_pruned.py,
+reports/examples/pruned-h200/). Every dropped launch carries the reason in words.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from pathlib import Path
 from .plan import NO_VARIANTS, Task
 from ..facts.archs import arch as get_arch
 
-DROPPING = ("error", "warning")
+DROPPING = ("error",)
 
 
 def params(task: Task) -> tuple[dict, int, int | None]:
@@ -26,7 +30,7 @@ def params(task: Task) -> tuple[dict, int, int | None]:
     return scalars, warps, stages
 
 
-def reason(record: dict, min_occupancy: float = 0.0) -> str:
+def reason(record: dict, min_occupancy: float = 0.0, max_spill_bytes: int | None = None) -> str:
     """Why a compile record is not clean, in words ('' when it is)."""
     metrics = record.get("metrics") or {}
     lints = [f for f in record.get("lints") or () if f["rule"] != "low-occupancy"]
@@ -37,8 +41,9 @@ def reason(record: dict, min_occupancy: float = 0.0) -> str:
         if f["rule"] == "shared-over-limit":
             cap = get_arch(record["arch"]).shared_per_block
             why.append(f"over shared memory by {metrics['shared'] - cap} B ({metrics['shared']} B > {cap} B)")
-        elif f["rule"] == "spills" and metrics.get("spills"):
-            why.append(f"{metrics['spills']} B of spills")
+        elif f["rule"] == "spills":
+            if max_spill_bytes is not None and (metrics.get("spills") or 0) > max_spill_bytes:
+                why.append(f"{metrics['spills']} B of spills")
         elif f["severity"] in DROPPING:
             why.append(f"{f['rule']}: {f['message']}")
     fraction = metrics.get("occupancy_fraction")
@@ -52,7 +57,8 @@ def reason(record: dict, min_occupancy: float = 0.0) -> str:
     return "; ".join(why)
 
 
-def entries(tasks: list[Task], records: list[dict], min_occupancy: float = 0.0) -> dict[str, list[dict]]:
+def entries(tasks: list[Task], records: list[dict], min_occupancy: float = 0.0,
+            max_spill_bytes: int | None = None) -> dict[str, list[dict]]:
     """{arch: [entry, ...]} for the records of these tasks (matched by case, variant, arch), in
     task order; placeholders of cases without a launch on an arch are left out."""
     by_key = {(r["case"], r["variant"], r["arch"]): r for r in records}
@@ -62,7 +68,7 @@ def entries(tasks: list[Task], records: list[dict], min_occupancy: float = 0.0) 
         if r is None or t.label == NO_VARIANTS:
             continue
         kwargs, warps, stages = params(t)
-        why = reason(r, min_occupancy)
+        why = reason(r, min_occupancy, max_spill_bytes)
         entry = {"case": t.case, "dtype": t.dtype, "label": t.label, "kept": not why,
                  "params": kwargs, "num_warps": warps, "num_stages": stages}
         if why:
@@ -74,8 +80,9 @@ def entries(tasks: list[Task], records: list[dict], min_occupancy: float = 0.0) 
 def document(family: str, found: dict[str, list[dict]], command: str, triton_version: str) -> str:
     """The committed file: a header, then one launch per line (a re-prune reads as a line diff)."""
     head = {"family": family, "command": command, "triton": triton_version,
-            "rule": "kept: passed, no warning or error finding, effective occupancy above 0 and not "
-                    "under --min-occupancy (portcheck/compile/prune.py)"}
+            "rule": "kept: passed, no error finding, effective occupancy above 0 and not under "
+                    "--min-occupancy, spills not over --max-spill-bytes when given "
+                    "(portcheck/compile/prune.py)"}
     lines = ["{"] + [f" {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()] + [' "archs": {']
     archs = list(found)
     for i, arch in enumerate(archs):

@@ -98,7 +98,9 @@ def test_reasons_in_words():
     over = _record("fail", [{"rule": "shared-over-limit", "severity": "error", "message": "..."}], shared=81920)
     assert prune.reason(over) == "over shared memory by 16384 B (81920 B > 65536 B)"
     spills = _record(lints=[{"rule": "spills", "severity": "warning", "message": "..."}], spills=96)
-    assert prune.reason(spills) == "96 B of spills"
+    assert prune.reason(spills) == ""                               # spills alone keep a launch
+    assert prune.reason(spills, max_spill_bytes=64) == "96 B of spills"
+    assert prune.reason(spills, max_spill_bytes=96) == ""
     # a low occupancy is the autotuner's to weigh (a GEMM tile runs one block per SM); none resident drops
     occ = {"occupancy": 2, "occupancy_max": 8, "occupancy_unit": "waves/SIMD"}
     low = _record(lints=[{"rule": "low-occupancy", "severity": "info", "message": "..."}],
