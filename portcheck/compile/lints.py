@@ -98,26 +98,9 @@ DEFAULT = LintConfig()
 
 
 # ---- which operand dtypes each arch's matrix units take --------------------------------------
-# Element types as Triton's TTIR spells them; fp32 operands count as "tf32" when the dot asks for
-# tf32 and as "bf16" for the bf16x3/x6 decompositions. Exact ("ieee") fp32 has matrix units only
-# on CDNA (v_mfma_f32_*_f32). Sources: PTX ISA (mma / wgmma / tcgen05 kinds), AMD CDNA2, CDNA3,
-# CDNA4, RDNA3 and RDNA4 ISA guides; the instructions seen in Triton's output (FACTS.md). The fp8
-# formats come from the arch table (Arch.fp8_native).
-_HALF = {"f16", "bf16"}
-_F64 = {"f64"}     # NVIDIA mma.sync .f64 (sm_80+), CDNA v_mfma_f64
-_INT8 = {"i8"}
-MATRIX_DTYPES = {
-    "sm_80": _HALF | _F64 | _INT8 | {"tf32"},
-    "sm_89": _HALF | _F64 | _INT8 | {"tf32"},
-    "sm_90a": _HALF | _F64 | _INT8 | {"tf32"},
-    "sm_100a": _HALF | _F64 | _INT8 | {"tf32"},
-    "sm_120": _HALF | _F64 | _INT8 | {"tf32"},
-    "gfx90a": _HALF | _F64 | _INT8 | {"f32"},
-    "gfx942": _HALF | _F64 | _INT8 | {"f32", "tf32"},
-    "gfx950": _HALF | _F64 | _INT8 | {"f32"},
-    "gfx1100": _HALF | _INT8,
-    "gfx1201": _HALF | _INT8,
-}
+# Element types as Triton's TTIR spells them: the arch table's Arch.matrix_dtypes, plus its native
+# fp8 formats (Arch.fp8_native); fp32 operands count as "tf32" when the dot asks for tf32 and as
+# "bf16" for the bf16x3/x6 decompositions.
 # portcheck's fp8 names (facts/archs.py, dtypes.py) as TTIR spells the element types
 TTIR_FP8 = {"fp8e4nv": "f8E4M3FN", "fp8e5": "f8E5M2", "fp8e4b8": "f8E4M3FNUZ", "fp8e5b16": "f8E5M2FNUZ",
             "fp8e4b15": "f8E4M3B11FNUZ"}
@@ -141,7 +124,7 @@ def _dot_operand_kind(elem: str, precision: str | None, arch) -> str:
 
 
 def expects_matrix_instruction(dot: dict, arch) -> bool:
-    have = MATRIX_DTYPES.get(arch.name, set()) | native_fp8(arch)
+    have = set(arch.matrix_dtypes) | native_fp8(arch)
     kinds = {_dot_operand_kind(dot[k], dot.get("precision"), arch) for k in ("a", "b")}
     return bool(kinds) and kinds <= have
 

@@ -35,6 +35,14 @@ class Arch:
     peak_bw_gbs: float                 # HBM/GDDR bandwidth, GB/s (datasheet)
     peak_tflops: dict = field(default_factory=dict)  # dense matrix TFLOP/s (TOP/s for int8) by dtype
     source: str = ""                   # where the peak figures come from
+    # operand element types (as Triton's TTIR spells them) the matrix units take besides the fp8
+    # formats above; fp32 counts as "tf32" when a dot asks for tf32 (compile/lints.py). Sources:
+    # PTX ISA (mma / wgmma / tcgen05 kinds), AMD CDNA2-4 and RDNA3-4 ISA guides, FACTS.md
+    matrix_dtypes: frozenset = frozenset()
+    # NVIDIA: resident blocks per SM (CUDA C++ Programming Guide, "Technical Specifications per
+    # Compute Capability"); AMD: LDS bytes a CU (RDNA: a WGP) shares between its workgroups
+    max_blocks_per_sm: int = 32
+    lds_per_cu: int = 0
 
     @property
     def is_amd(self) -> bool:
@@ -80,58 +88,71 @@ _NV_DOT = ("tf32", "tf32x3", "ieee", "bf16x3", "bf16x6")
 _NV_FP8 = ("fp8e4b15", "fp8e4nv", "fp8e5")
 _AMD_FP8 = ("fp8e4b8", "fp8e4nv", "fp8e5", "fp8e5b16")
 _AMD_DOT = ("ieee", "bf16x3", "bf16x6")
+_NV_MATRIX = frozenset({"f16", "bf16", "f64", "i8", "tf32"})
+_CDNA_MATRIX = frozenset({"f16", "bf16", "f64", "i8", "f32"})     # exact fp32 MFMA on CDNA only
+_RDNA_MATRIX = frozenset({"f16", "bf16", "i8"})
 
 ARCHS: dict[str, Arch] = {a.name: a for a in [
     # NVIDIA A100 datasheet (SXM4 80GB): 2039 GB/s; dense TF32 156, BF16/FP16 312, INT8 624.
     Arch("sm_80", "nvidia", "cuda", 80, "A100 SXM4 80GB", 32, 1024, 166912, 65536, 2048,
          (), ("fp8e4b15", "fp8e5"), _NV_DOT, "tf32", "mma.sync", "sm_80", 2039.0,
          {"tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
-         "NVIDIA A100 Tensor Core GPU datasheet"),
+         "NVIDIA A100 Tensor Core GPU datasheet",
+         matrix_dtypes=_NV_MATRIX, max_blocks_per_sm=32),
     # NVIDIA Ada whitepaper, appendix A (RTX 4090): 1008 GB/s; dense, fp32 accumulate.
     Arch("sm_89", "nvidia", "cuda", 89, "GeForce RTX 4090", 32, 1024, 101376, 65536, 1536,
          ("fp8e4nv", "fp8e5"), _NV_FP8, _NV_DOT, "tf32", "mma.sync", "sm_89", 1008.0,
          {"tf32": 82.6, "bf16": 165.2, "fp16": 165.2, "fp8": 330.3, "int8": 660.6},
-         "NVIDIA Ada Lovelace GPU Architecture whitepaper, appendix A"),
+         "NVIDIA Ada Lovelace GPU Architecture whitepaper, appendix A",
+         matrix_dtypes=_NV_MATRIX, max_blocks_per_sm=24),
     # NVIDIA H200 datasheet (SXM): 4.8 TB/s; dense TF32 494.5, BF16/FP16 989.5, FP8/INT8 1979.
     Arch("sm_90a", "nvidia", "cuda", 90, "H200 SXM", 32, 1024, 232448, 65536, 2048,
          ("fp8e4nv", "fp8e5"), _NV_FP8, _NV_DOT, "tf32", "wgmma", "sm_90", 4800.0,
          {"tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0, "int8": 1979.0},
-         "NVIDIA H200 Tensor Core GPU datasheet (sparse figures halved)"),
+         "NVIDIA H200 Tensor Core GPU datasheet (sparse figures halved)",
+         matrix_dtypes=_NV_MATRIX, max_blocks_per_sm=32),
     # NVIDIA HGX B200 datasheet, per GPU: 8 TB/s; dense TF32 1100, BF16/FP16 2250, FP8/INT8 4500.
     Arch("sm_100a", "nvidia", "cuda", 100, "B200", 32, 1024, 232448, 65536, 2048,
          ("fp8e4nv", "fp8e5"), _NV_FP8, _NV_DOT, "tf32", "tcgen05", "sm_100", 8000.0,
          {"tf32": 1100.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "int8": 4500.0},
-         "NVIDIA HGX B200 datasheet (sparse figures halved)"),
+         "NVIDIA HGX B200 datasheet (sparse figures halved)",
+         matrix_dtypes=_NV_MATRIX, max_blocks_per_sm=32),
     # NVIDIA Blackwell (RTX) whitepaper, RTX 5090: 1792 GB/s; dense, fp32 accumulate.
     Arch("sm_120", "nvidia", "cuda", 120, "GeForce RTX 5090", 32, 1024, 101376, 65536, 1536,
          ("fp8e4nv", "fp8e5"), _NV_FP8, _NV_DOT, "tf32", "mma.sync", "sm_89", 1792.0,
          {"tf32": 104.8, "bf16": 209.5, "fp16": 209.5, "fp8": 419.0, "int8": 838.0},
-         "NVIDIA RTX Blackwell GPU Architecture whitepaper, appendix"),
+         "NVIDIA RTX Blackwell GPU Architecture whitepaper, appendix",
+         matrix_dtypes=_NV_MATRIX, max_blocks_per_sm=32),
     # AMD Instinct MI250X datasheet: 3.2768 TB/s; FP16/BF16 383, INT8 383, no fp8.
     Arch("gfx90a", "amd", "hip", "gfx90a", "Instinct MI250X", 64, 1024, 65536, 512, 2048,
          (), _AMD_FP8, _AMD_DOT, "ieee", "mfma", "gfx90a", 3276.8,
          {"fp32": 95.7, "bf16": 383.0, "fp16": 383.0, "int8": 383.0},
-         "AMD Instinct MI250X accelerator datasheet"),
+         "AMD Instinct MI250X accelerator datasheet",
+         matrix_dtypes=_CDNA_MATRIX, lds_per_cu=65536),
     # AMD Instinct MI300X datasheet: 5.3 TB/s; dense TF32 653.7, FP16/BF16 1307.4, FP8/INT8 2614.9.
     Arch("gfx942", "amd", "hip", "gfx942", "Instinct MI300X", 64, 1024, 65536, 512, 2048,
          ("fp8e4b8", "fp8e5b16"), _AMD_FP8, ("ieee", "bf16x3", "bf16x6", "tf32"), "ieee", "mfma", "gfx942",
          5300.0, {"tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
-         "AMD Instinct MI300X accelerator datasheet"),
+         "AMD Instinct MI300X accelerator datasheet",
+         matrix_dtypes=_CDNA_MATRIX | {"tf32"}, lds_per_cu=65536),
     # AMD Instinct MI355X datasheet: 8 TB/s; dense FP16/BF16 2516, FP8 5033, INT8 5033; 160 KB LDS.
     Arch("gfx950", "amd", "hip", "gfx950", "Instinct MI355X", 64, 1024, 163840, 512, 2048,
          ("fp8e4nv", "fp8e5"), _AMD_FP8, _AMD_DOT, "ieee", "mfma", "gfx950", 8000.0,
          {"bf16": 2516.6, "fp16": 2516.6, "fp8": 5033.2, "int8": 5033.2},
-         "AMD Instinct MI355X accelerator datasheet"),
+         "AMD Instinct MI355X accelerator datasheet",
+         matrix_dtypes=_CDNA_MATRIX, lds_per_cu=163840),
     # AMD Radeon RX 7900 XTX specifications: 960 GB/s; FP16 122.8 (WMMA); no fp8.
     Arch("gfx1100", "amd", "hip", "gfx1100", "Radeon RX 7900 XTX", 32, 1024, 65536, 1536, 2048,
          (), _AMD_FP8, _AMD_DOT, "ieee", "wmma", "rdna3", 960.0,
          {"bf16": 122.8, "fp16": 122.8, "int8": 122.8},
-         "AMD Radeon RX 7900 XTX product specifications"),
+         "AMD Radeon RX 7900 XTX product specifications",
+         matrix_dtypes=_RDNA_MATRIX, lds_per_cu=131072),
     # AMD Radeon RX 9070 XT specifications: 644.6 GB/s; dense FP16 194.7, FP8/INT8 389.3.
     Arch("gfx1201", "amd", "hip", "gfx1201", "Radeon RX 9070 XT", 32, 1024, 65536, 1536, 2048,
          ("fp8e4nv", "fp8e5"), _AMD_FP8, _AMD_DOT, "ieee", "wmma", "rdna4", 644.6,
          {"bf16": 194.7, "fp16": 194.7, "fp8": 389.3, "int8": 389.3},
-         "AMD Radeon RX 9070 XT product specifications (sparse figures halved)"),
+         "AMD Radeon RX 9070 XT product specifications (sparse figures halved)",
+         matrix_dtypes=_RDNA_MATRIX, lds_per_cu=131072),
 ]}
 
 DEFAULT_ARCHS = tuple(ARCHS)
