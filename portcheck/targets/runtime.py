@@ -154,5 +154,10 @@ def select_mode(target_name: str, raw_interpreter: bool = False) -> None:
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
         from . import interpreter_numerics
         interpreter_numerics.uninstall() if raw_interpreter else interpreter_numerics.install()
+        # Checks on the CPU move small tensors (tens of KB): torch's intra-op threads only contend
+        # there, with each other and with pytest-xdist's workers. Re-homing one input into guard
+        # bands took 0.3 ms with one thread and 34 ms with two on a loaded 2-core machine.
+        import torch
+        torch.set_num_threads(1)
     else:
         os.environ.pop("TRITON_INTERPRET", None)
