@@ -16,7 +16,7 @@ from portcheck.compile.records import compile_tasks
 
 # (arch, case, label prefix): a wgmma pipeline, mma.sync on Hopper (BLOCK_M = 16), the cp.async
 # pipeline, tcgen05, the 99 KB consumer part, CDNA's LDS at its 64 KB limit, RDNA
-SAMPLE = [("sm_90a", "matmul", "fp16 128x256x64 g8 w8 s3"), ("sm_90a", "matmul_fp8", "fp8e4nv 16x128x128"),
+SAMPLE = [("sm_90a", "matmul", "fp16 128x256x64 g8 w8 s3"), ("sm_89", "matmul_fp8", "fp8e4nv 16x128x128"),
           ("sm_80", "matmul", "fp32 128x128x32 g8 w4 s3"), ("sm_100a", "matmul_int8", "int8 128x128x64"),
           ("sm_120", "matmul_fp8", "fp8e4nv 128x64x128 g8 w4"), ("gfx942", "matmul", "bf16 256x256x64"),
           ("gfx1100", "matmul", "fp16 128x128x32")]
