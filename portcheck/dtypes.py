@@ -27,6 +27,13 @@ class Format:
         """Smallest positive normal number."""
         return 2.0 ** self.min_exp if self.is_float else 0.0
 
+    @property
+    def subnormal_step(self) -> float:
+        """Spacing of the subnormals (the smallest positive value): the ULP of every value below
+        tiny, so the floor an absolute tolerance near zero may have; tiny would accept zero for
+        every output below the smallest normal."""
+        return 2.0 ** (self.min_exp - self.mantissa_bits) if self.is_float else 0.0
+
 
 def _f(name, dt, tname, mant, emin):
     return Format(name, dt, tname, mant, emin)

@@ -6,6 +6,9 @@ format contributes u(acc), and a reduction over n terms contributes up to n such
 classical bound gamma_n ~ n*u for recursive summation, Higham, *Accuracy and Stability of
 Numerical Algorithms*, 2nd ed., sec. 4.2). An element passes when
     |out - ref| <= atol + rtol * |ref|
+Near zero the absolute floor is the format's subnormal spacing, sub(f) = 2^(emin - mantissa bits)
+(the ULP of every value below the smallest normal), never tiny(f): a floor of tiny(out) would
+accept zero for every output below the smallest normal (88% of a 32768-column fp16 softmax row).
 """
 from __future__ import annotations
 
@@ -40,13 +43,21 @@ def _largest(x: Number) -> float:
     return float(x.max()) if isinstance(x, torch.Tensor) and x.numel() else float(x)
 
 
+def near_zero(out: str, acc: str = "fp32", steps: float = 0) -> tuple[float, str]:
+    """(atol floor, its formula): the output's rounding near zero, sub(out), plus `steps` rounding
+    steps in `acc` whose results may fall below its smallest normal (one subnormal step each)."""
+    floor = fmt(out).subnormal_step + steps * fmt(acc).subnormal_step
+    return floor, (f"sub({out}) + {steps:g} sub({acc})" if steps else f"sub({out})")
+
+
 def exact(what: str = "bitwise equality") -> Tolerance:
     return Tolerance(0.0, 0.0, what, exact=True)
 
 
 def rounding(out: str, acc: str = "fp32", reduction: int = 0, ops: int = 0,
              atol: Number | None = None, atol_formula: str | None = None) -> Tolerance:
-    """rtol = u(out) + (reduction + ops) * u(acc); atol = tiny(out) unless given.
+    """rtol = u(out) + (reduction + ops) * u(acc); atol = sub(out) + (reduction + ops) sub(acc)
+    unless given (each rounding step near zero errs by up to one subnormal step).
 
     `reduction` is the length of the longest sum an output depends on; `ops` counts the other
     rounding steps (each elementary function counts its documented ULP bound).
@@ -56,5 +67,92 @@ def rounding(out: str, acc: str = "fp32", reduction: int = 0, ops: int = 0,
     rtol = o.unit_roundoff + steps * a.unit_roundoff
     text = f"rtol = u({out}) + ({reduction} + {ops})*u({acc}) = {rtol:.3g}"
     if atol is None:
-        atol, atol_formula = o.tiny, f"tiny({out})"
+        atol = o.subnormal_step + steps * a.subnormal_step
+        atol_formula = f"sub({out}) + {steps} sub({acc})"
     return Tolerance(rtol, atol, f"{text}; atol = {atol_formula}")
+
+
+# ---- per-element bounds for the common shapes of computation -----------------------------------
+# Each takes the float64 arguments (and references) the oracle saw and returns one Tolerance whose
+# rtol / atol are tensors shaped like the output, with the formula stated. u = unit roundoff.
+
+def elementwise(out: str, acc: str = "fp32", ops: int = 1, terms: Number | None = None) -> Tolerance:
+    """An elementwise map with `ops` rounding steps in `acc` (an elementary function counts its
+    ULP bound, portcheck.facts.numerics). Without `terms`: relative to the result, rounding()'s
+    bound. With `terms` (per element, the sum of the magnitudes of the values added, e.g.
+    |a x| + |y| for a x + y): cancellation makes the error relative to them, not to the result."""
+    if terms is None:
+        return rounding(out, acc, ops=ops)
+    o, a = fmt(out), fmt(acc)
+    return Tolerance(o.unit_roundoff, ops * a.unit_roundoff * terms + o.subnormal_step + ops * a.subnormal_step,
+                     f"rtol = u({out}); atol_i = {ops} u({acc}) t_i + sub({out}) + {ops} sub({acc}), "
+                     f"t_i = sum of the magnitudes added")
+
+
+def row_reduction(terms: torch.Tensor, out: str, acc: str = "fp32", ops: int = 0) -> Tolerance:
+    """A sum (or mean) over the last dimension of `terms` (the float64 summands, n per row),
+    plus `ops` other roundings: |error| <= (n + ops) u(acc) sum_j |t_j| (Higham's gamma_n)."""
+    n = terms.shape[-1]
+    o, a = fmt(out), fmt(acc)
+    atol = (n + ops) * a.unit_roundoff * terms.abs().sum(dim=-1) + o.subnormal_step + ops * a.subnormal_step
+    return Tolerance(o.unit_roundoff, atol,
+                     f"rtol = u({out}); atol_r = (n + {ops}) u({acc}) sum_j |t_rj| + sub({out}) + {ops} sub({acc}), "
+                     f"n = {n}")
+
+
+def normalization(x: torch.Tensor, out: str, acc: str = "fp32", eps: float = 0.0, centered: bool = True,
+                  weight: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> Tolerance:
+    """y = (x - mean) * rstd * w + b over the last dimension (LayerNorm; RMSNorm with
+    centered=False: no mean, rstd from the mean square). The mean errs by (n+2) u M (M = max|x|),
+    which moves every x - m by t = (n+2) u M s in units of the row's sigma (s = rstd); rstd errs by
+    e = ((n+4) u + 2t + t^2)/2 + RSQRT_ULP u; then y_i by |w_i x^_i| (e + 4u) + |w_i| t (1 + e)
+    + |b_i| u."""
+    from .facts.numerics import RSQRT_ULP
+    n = x.shape[-1]
+    u, o = fmt(acc).unit_roundoff, fmt(out)
+    mean = x.mean(dim=-1, keepdim=True) if centered else torch.zeros_like(x[..., :1])
+    s = ((x - mean).square().mean(dim=-1, keepdim=True) + eps).rsqrt()
+    t = (n + 2) * u * x.abs().amax(dim=-1, keepdim=True) * s if centered else torch.zeros_like(s)
+    e = ((n + 4) * u + 2 * t + t * t) / 2 + RSQRT_ULP * u
+    w = weight.abs() if weight is not None else torch.ones_like(x[..., :1])
+    b = bias.abs() if bias is not None else torch.zeros_like(x[..., :1])
+    atol = w * (x - mean).abs() * s * (e + 4 * u) + w * t * (1 + e) + b * u + o.subnormal_step
+    kind = "t = (n+2) u M s" if centered else "t = 0 (no mean)"
+    return Tolerance(o.unit_roundoff, atol,
+                     f"rtol = u({out}); atol_i = |w_i x^_i| (e + 4u) + |w_i| t (1 + e) + |b_i| u + sub({out}), "
+                     f"{kind}, e = ((n+4) u + 2t + t^2)/2 + {RSQRT_ULP} u; u = u({acc}), n = {n}, "
+                     f"M = max|x|, s = rstd per row")
+
+
+def softmax(x: torch.Tensor, y: torch.Tensor, out: str, acc: str = "fp32") -> Tolerance:
+    """y = softmax(x) over the last dimension, computed as exp(x - max) / sum (or any output
+    normalised by a sum of exponentials: log-softmax-like outputs need their own). Per element,
+    relative to y_i: exp errs by EXP_ULP ULP of its result plus |x_i - m| u from its argument's
+    rounding; through the row sum, by their y-weighted mean and n u; the division by DIV_ULP ULP."""
+    from .facts.numerics import DIV_ULP, EXP_ULP
+    n = x.shape[-1]
+    u, o = fmt(acc).unit_roundoff, fmt(out)
+    m = x.amax(dim=-1, keepdim=True)
+    dist = torch.nan_to_num((x - m).abs(), nan=0.0, posinf=0.0)
+    spread = (torch.nan_to_num(y, nan=0.0) * dist).sum(dim=-1, keepdim=True)
+    rtol = o.unit_roundoff + (n + 4 * EXP_ULP + 1 + 2 * DIV_ULP + 2 * dist + 2 * spread) * u
+    # a result below acc's smallest normal errs by EXP_ULP + DIV_ULP subnormal steps of acc
+    atol = o.subnormal_step + (EXP_ULP + DIV_ULP) * fmt(acc).subnormal_step
+    return Tolerance(rtol, atol,
+                     f"rtol_i = u({out}) + (n + 4*{EXP_ULP} + 1 + 2*{DIV_ULP} + 2|x_i-m| + 2 sum_j y_j|x_j-m|) "
+                     f"u({acc}), n = {n}, m = the row's max; atol = sub({out}) + ({EXP_ULP} + {DIV_ULP}) sub({acc})")
+
+
+def dot(a: torch.Tensor, b: torch.Tensor, out: str, acc: str = "fp32", inputs: str | None = None) -> Tolerance:
+    """C = A @ B with K = a.shape[-1], accumulated in `acc`: |error| <= (2K u(acc) + p) (|A| @ |B|)
+    + K tiny(acc) + sub(out), p = u(acc) when a product of two `inputs` values is not exact in `acc`
+    (fp16 / bf16 / fp8 products are exact in fp32), else 0."""
+    k = a.shape[-1]
+    o, ac = fmt(out), fmt(acc)
+    inp = fmt(inputs or out)
+    exact_products = 2 * (inp.mantissa_bits + 1) <= ac.mantissa_bits + 1
+    p = 0.0 if exact_products else ac.unit_roundoff
+    atol = (2 * k * ac.unit_roundoff + p) * (a.abs() @ b.abs()) + k * ac.tiny + o.subnormal_step
+    return Tolerance(o.unit_roundoff, atol,
+                     f"rtol = u({out}); atol_ij = (2K u({acc}) + {'0' if exact_products else f'u({acc})'}) "
+                     f"(|A||B|)_ij + K tiny({acc}) + sub({out}), K = {k}")

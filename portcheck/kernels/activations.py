@@ -124,7 +124,7 @@ def _tolerance(activation: str):
     def tolerance(args, refs, dtype):
         u32, uo = fmt("fp32").unit_roundoff, fmt(dtype).unit_roundoff
         a, b = act_ref.halves(args["x"])
-        tiny = fmt(dtype).tiny
+        sub = fmt(dtype).subnormal_step
         # where exp(-|z|) is below fp32's smallest normal it may be flushed or lose its bits; the
         # true a * sigmoid(z) * b is then under |a b| tiny(fp32) in magnitude
         floor = (a * b).abs() * fmt("fp32").tiny
@@ -134,10 +134,10 @@ def _tolerance(activation: str):
             # erf's ULP bound, and the add; then a/2 * s * b adds 2u relative
             ds = (4 / math.sqrt(math.pi) * torch.exp(-z * z) * z.abs() + 2 * ERF_ULP
                   + (1 + torch.erf(z)).abs()) * u32
-            atol = 0.5 * (a * b).abs() * ds * (1 + 3 * u32) + tiny
+            atol = 0.5 * (a * b).abs() * ds * (1 + 3 * u32) + sub
             return {"out": Tolerance(uo + 3 * u32, atol,
                                      f"rtol = u({dtype}) + 3u(fp32); atol_i = |a b|/2 (4/sqrt(pi) e^-z^2 |z| + "
-                                     f"2*{ERF_ULP} + |1 + erf z|) u(fp32) + tiny({dtype}), z = a/sqrt 2 "
+                                     f"2*{ERF_ULP} + |1 + erf z|) u(fp32) + sub({dtype}), z = a/sqrt 2 "
                                      f"(erf's documented bound {ERF_ULP} ULP; 1 + erf(z) cancels for a << 0)")}
         if activation == "silu":
             z, arg_rel, what = a, 0.0, "z = a"
@@ -145,9 +145,9 @@ def _tolerance(activation: str):
             z, arg_rel, what = a * (TANH_K + TANH_KC * a * a), 6.0, "z = a (K + KC a^2), computed with 6u"
         rtol = uo + _sigmoid_rel_error(z, arg_rel) * u32
         formula = (f"rtol_i = u({dtype}) + ((e/(1+e) + [z<0]) (2*{EXP_ULP} + (2+{arg_rel:g})|z|) + 3 + [z<0] "
-                   f"+ 2*{DIV_ULP}) u(fp32), e = exp(-|z|), {what}; atol_i = |a b| tiny(fp32) + tiny({dtype}) "
+                   f"+ 2*{DIV_ULP}) u(fp32), e = exp(-|z|), {what}; atol_i = |a b| tiny(fp32) + sub({dtype}) "
                    f"(documented bounds: exp {EXP_ULP} ULP, div.full.f32 {DIV_ULP} ULP)")
-        return {"out": Tolerance(rtol, floor + tiny, formula)}
+        return {"out": Tolerance(rtol, floor + sub, formula)}
     return tolerance
 
 

@@ -31,7 +31,7 @@ from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..facts.numerics import ERF_ULP, EXP_ULP
 from ..oracles.gelu import bias_gelu_dropout as bias_gelu_dropout_ref
 from ..oracles.gelu import gelu as gelu_ref
-from ..tolerance import Tolerance, exact, fmt
+from ..tolerance import Tolerance, exact, fmt, near_zero
 from ..facts.device import warp_size
 from ._launch import check_2d, check_out, check_vector, num_warps_for
 
@@ -235,7 +235,10 @@ def _tolerance(args, refs, dtype):
                 (z takes 7 roundings; exp(2z) errs by (2|z| + EXP_ULP) u, which moves t by
                 (1 - t^2)/2 times that; 1 - 2/(E + 1) adds (2(1 - t) + 1) u)
     kept:       y = g * S: S rounds to fp32 and the product rounds: 2 S |g| u;  dropped: exactly 0
-    then the output rounding: rtol = u(out); atol adds tiny(out).
+    then the output rounding: rtol = u(out); atol adds sub(out), its subnormal step.
+    near zero:  the relative bounds above fail once g falls below fp32's smallest normal, where each
+                rounding errs by up to one subnormal step instead: g's three (a/2, 1 + t, the
+                product), magnified by S, and the product g * S: atol adds (3 S + 1) sub(fp32).
     """
     x = args["x"]
     a = x + args["bias"] if args["bias"] is not None else x
@@ -257,11 +260,12 @@ def _tolerance(args, refs, dtype):
         form = f"|a|/2 ({ERF_ULP} + 3) u + |g| u"
     g_err = a_abs / 2 * inner * u32 + g_abs * u32 + bias_term
     keep = refs["keep"].to(torch.bool)
-    atol = torch.where(keep, scale * (g_err + 2 * g_abs * u32), torch.zeros_like(g_err)) + fmt(dtype).tiny
+    floor, floor_text = near_zero(dtype, "fp32", 3 * scale + 1)
+    atol = torch.where(keep, scale * (g_err + 2 * g_abs * u32), torch.zeros_like(g_err)) + floor
     bias_text = " + 1.13 |a| u (bias add)" if args["bias"] is not None else ""
     return {
         "y": Tolerance(uo, atol, f"rtol = u({dtype}); atol_i = S ({form}{bias_text} + 2 |g| u) where kept, "
-                                 f"+ tiny({dtype}); S = 1/(1-p) = {scale:.6g}, u = u(fp32)"),
+                                 f"+ {floor_text}; S = 1/(1-p) = {scale:.6g}, u = u(fp32)"),
         "keep": exact("bitwise: Philox4x32-10 keep mask, g = offset + index: "
                       "uniform(philox(seed, g // 4)[g % 4]) > fp32(p)"),
     }

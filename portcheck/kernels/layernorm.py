@@ -233,15 +233,15 @@ def _tolerance(args, refs, dtype):
     b = args["bias"].abs() if args["bias"] is not None else torch.zeros_like(x[0])
     xhat = (x - refs["mean"][:, None]).abs() * s[:, None]
     atol_y = (w * xhat * (e_rstd[:, None] + 4 * u32) + w * (t * (1 + e_rstd))[:, None] + b * u32
-              + fmt(dtype).tiny)
+              + fmt(dtype).subnormal_step)
     where = f"n = {n}, u = u(fp32), M = max|x| and s = rstd per row"
     return {
         "y": Tolerance(uo, atol_y, f"rtol = u({dtype}); atol_i = |w_i x^_i| (e + 4u) + |w_i| t (1 + e) "
-                                   f"+ |b_i| u + tiny({dtype}), t = (n+2) u M s, "
+                                   f"+ |b_i| u + sub({dtype}), t = (n+2) u M s, "
                                    f"e = ((n+4) u + 2t + t^2)/2 + {RSQRT_ULP} u; {where}"),
-        "mean": Tolerance(u32, (n + 2) * u32 * big + fmt("fp32").tiny,
-                          f"rtol = u; atol = (n+2) u M + tiny(fp32); {where}"),
-        "rstd": Tolerance(e_rstd + u32, fmt("fp32").tiny,
+        "mean": Tolerance(u32, (n + 2) * u32 * big + fmt("fp32").subnormal_step,
+                          f"rtol = u; atol = (n+2) u M + sub(fp32); {where}"),
+        "rstd": Tolerance(e_rstd + u32, fmt("fp32").subnormal_step,
                           f"rtol = ((n+4) u + 2t + t^2)/2 + ({RSQRT_ULP}+1) u, t = (n+2) u M s; {where}"),
     }
 

@@ -269,7 +269,7 @@ def _gamma(n: int, u: float) -> float:
 
 
 def _tolerance(args, refs, dtype):
-    """|out - ref| <= u(out)|ref| + (1 + u(out)) gamma_{K+1}(u(fp32)) |r| sum_k |a_k||w_k| + tiny(out).
+    """|out - ref| <= u(out)|ref| + (1 + u(out)) gamma_{K+1}(u(fp32)) |r| sum_k |a_k||w_k| + sub(out).
 
     The dot runs in fp32: products of fp16/bf16 values are exact there and fp32 products
     round once, and K fp32 additions give the componentwise bound gamma_K sum|a||w|
@@ -282,8 +282,8 @@ def _tolerance(args, refs, dtype):
     k = args["a"].shape[1]
     uo, u32 = fmt(dtype).unit_roundoff, fmt("fp32").unit_roundoff
     g = _gamma(k + 1, u32)
-    atol = (1 + uo) * g * magnitude + fmt(dtype).tiny
-    formula = (f"atol = (1 + u({dtype})) gamma_(K+1)(u(fp32)) |r| sum_k |a_k||w_k| + tiny({dtype}), "
+    atol = (1 + uo) * g * magnitude + fmt(dtype).subnormal_step
+    formula = (f"atol = (1 + u({dtype})) gamma_(K+1)(u(fp32)) |r| sum_k |a_k||w_k| + sub({dtype}), "
                f"K = {k}, gamma = {g:.3g}; rtol = u({dtype}) = {uo:.3g}")
     return {"out": Tolerance(uo, atol, formula)}
 

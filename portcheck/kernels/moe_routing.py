@@ -18,7 +18,7 @@ from .. import strategies as S
 from ..cases import Case, Cost, Variant, launch_divisibility, register
 from ..facts.numerics import DIV_ULP, EXP_ULP
 from ..oracles.moe import topk_softmax as topk_softmax_ref
-from ..tolerance import Tolerance, exact, fmt
+from ..tolerance import Tolerance, exact, fmt, near_zero
 from ..facts.device import warp_size
 from ._launch import check_2d, num_warps_for
 
@@ -180,10 +180,11 @@ def _tolerance(args, refs, dtype):
         weighted = (torch.softmax(x, dim=-1) * dist).sum(dim=-1, keepdim=True)
     u = fmt("fp32").unit_roundoff
     rtol = (n + 4 * EXP_ULP + 2 * DIV_ULP + 2 * picked + 2 * weighted) * u
+    floor, floor_text = near_zero("fp32", "fp32", EXP_ULP + DIV_ULP)
     over = "the k picks" if args["renormalize"] else "all experts"
     formula = (f"rtol_j = (n + 4*{EXP_ULP} + 2*{DIV_ULP} + 2|x_j-m| + 2 sum_l p_l|x_l-m|) u(fp32), "
-               f"n = {n} (sum over {over}); atol = tiny(fp32); ids exact (ties: lowest index)")
-    return {"weights": Tolerance(rtol, fmt("fp32").tiny, formula),
+               f"n = {n} (sum over {over}); atol = {floor_text}; ids exact (ties: lowest index)")
+    return {"weights": Tolerance(rtol, floor, formula),
             "ids": exact("bitwise: top-k by logit, ties to the lower expert index")}
 
 

@@ -381,7 +381,7 @@ def _tolerance(args, refs, dtype):
             dtype, dtype, extra_rescales=triton.cdiv(n, MIN_BLOCK_N), min_block_n=MIN_BLOCK_N)
         atol[s] = bound[0, :, 0, :]
     f_out = fmt(dtype)
-    return {"out": Tolerance(f_out.unit_roundoff, atol + f_out.tiny,
+    return {"out": Tolerance(f_out.unit_roundoff, atol + f_out.subnormal_step,
                              formula.replace("T = ", "per sequence, T = ") + " (split-K: T doubled)")}
 
 

@@ -175,11 +175,11 @@ def _tolerance(args, refs, dtype):
     u32, uo = fmt("fp32").unit_roundoff, fmt(dtype).unit_roundoff
     e_rstd = (n + 3) / 2 * u32 + RSQRT_ULP * u32
     return {
-        "y": Tolerance(uo + e_rstd + 2 * u32, fmt(dtype).tiny,
+        "y": Tolerance(uo + e_rstd + 2 * u32, fmt(dtype).subnormal_step,
                        f"rtol = u({dtype}) + ((n+3)/2 + {RSQRT_ULP} + 2) u(fp32), n = {n}; "
-                       f"atol = tiny({dtype})"),
-        "rstd": Tolerance(e_rstd + u32, fmt("fp32").tiny,
-                          f"rtol = ((n+3)/2 + {RSQRT_ULP} + 1) u(fp32), n = {n}; atol = tiny(fp32)"),
+                       f"atol = sub({dtype})"),
+        "rstd": Tolerance(e_rstd + u32, fmt("fp32").subnormal_step,
+                          f"rtol = ((n+3)/2 + {RSQRT_ULP} + 1) u(fp32), n = {n}; atol = sub(fp32)"),
     }
 
 

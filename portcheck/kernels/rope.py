@@ -293,9 +293,9 @@ def _tolerance(args, refs, dtype):
         if x is None:
             continue
         m = rope_ref.magnitudes(_heads(x, args["head_size"]), args["positions"], args["cache"], args["neox"])
-        atol = (1 + uo) * 2 * u32 * m.reshape(x.shape) + fmt(dtype).tiny
+        atol = (1 + uo) * 2 * u32 * m.reshape(x.shape) + fmt(dtype).subnormal_step
         tols[f"{name}_out"] = Tolerance(uo, atol, f"rtol = u({dtype}); atol_i = (1 + u({dtype})) * 2 u(fp32) "
-                                        f"(|x1 cos| + |x2 sin|)_i + tiny({dtype})")
+                                        f"(|x1 cos| + |x2 sin|)_i + sub({dtype})")
     return tols
 
 

@@ -11,7 +11,7 @@ from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
 from ..facts.numerics import DIV_ULP, EXP_ULP
 from ..oracles.softmax import softmax as softmax_ref
-from ..tolerance import Tolerance, fmt
+from ..tolerance import Tolerance, fmt, near_zero
 from ..facts.device import warp_size
 from ._launch import check_2d, check_programs, num_warps_for, persistent_programs
 from ._rows import bench_spec, check_chunk, row_inputs, row_variants
@@ -174,10 +174,12 @@ def _tolerance(args, refs, dtype):
     n = x.shape[-1]
     u32, uo = fmt("fp32").unit_roundoff, fmt(dtype).unit_roundoff
     rtol = uo + (n + 4 * EXP_ULP + 1 + DIV_U + 2 * dist + 2 * weighted) * u32
+    # near zero: exp's result and the division may each land below fp32's smallest normal
+    floor, floor_text = near_zero(dtype, "fp32", EXP_ULP + DIV_U)
     formula = (f"rtol_i = u({dtype}) + (n + 4*{EXP_ULP} + 1 + {DIV_U} + 2|x_i-m| + 2 sum_j y_j|x_j-m|) u(fp32), "
-               f"n = {n}; atol = tiny({dtype}) (normalisation: div.full.f32 2 ULP, or a div_rn "
+               f"n = {n}; atol = {floor_text} (normalisation: div.full.f32 2 ULP, or a div_rn "
                f"reciprocal and a product)")
-    return {"y": Tolerance(rtol, fmt(dtype).tiny, formula)}
+    return {"y": Tolerance(rtol, floor, formula)}
 
 
 def _cost(args):

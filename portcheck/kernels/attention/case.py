@@ -66,7 +66,7 @@ def convex_combination_bound(q, k, v, ref, scale, causal, in_dtype: str, out_dty
              + eta * (visible.to(torch.float64) @ abs_v))
     formula = (f"|O - O_ref| <= u({out_dtype})|O_ref| + sum_j pi_j E_j |v_j| + E_bar |O_ref| "
                f"+ (u({in_dtype}) + (({DOT_ULP}+1) n_k + 2T + 1) u32) sum_j pi_j |v_j| "
-               f"+ eta({in_dtype}) sum_j |v_j| + tiny({out_dtype}); "
+               f"+ eta({in_dtype}) sum_j |v_j| + sub({out_dtype}); "
                f"E_j = ({DOT_ULP} d + 2) u32 scale sum|q k_j| + u32 |s_j - m| + (T+1) {2 * EXP2_ULP} u32 "
                f"+ u32 max|s - m|, T = ceil(n_k/{min_block_n})"
                + (f" + {extra_rescales}" if extra_rescales else "") + f", d = {d}")
@@ -78,7 +78,7 @@ def attention_tolerance(q, k, v, ref, scale, causal, in_dtype: str, out_dtype: s
     bound, formula = convex_combination_bound(q, k, v, ref, scale, causal, in_dtype, out_dtype,
                                               extra_rescales)
     f_out = fmt(out_dtype)
-    return Tolerance(f_out.unit_roundoff, bound + f_out.tiny, formula)
+    return Tolerance(f_out.unit_roundoff, bound + f_out.subnormal_step, formula)
 
 
 # ---- the cases ----------------------------------------------------------------------------------
