@@ -2,6 +2,7 @@
 the results file. Shared by `portcheck run` and the pytest plugin."""
 from __future__ import annotations
 
+import copy
 import zlib
 from pathlib import Path
 
@@ -66,3 +67,46 @@ class Session:
         if self.results_path is not None:
             results.append(self.results_path, result.to_dict())
         return result
+
+    def run_as_arch(self, case: Case, dtype: str, group: list, spec: dict | None = None,
+                    on_example=None) -> list[results.Result]:
+        """Check the case under the launch configuration of `group`, archs that make the same
+        launches (portcheck.as_arch.groups): checked once, one record per arch of the group, each
+        replayed with its own --as-arch. Untimed, no digests: neither is about the forced arch."""
+        override = find(self.overrides, case.name, self.target.name, self.arch, dtype)   # the local device's
+        seed = case_seed(self.seed, case.name, dtype)
+        checked = check(case, self.target.name, self.arch, dtype, settings=self.settings,
+                        max_elements=self.max_elements, override=override, seed=seed, spec=spec,
+                        on_example=on_example, as_arch=group)
+        checked.reproduce = checked.reproduce.replace(f"--seed {seed}", f"--seed {self.seed}")
+        checked.provenance = self.provenance()
+        out = []
+        for arch in group:
+            r = copy.deepcopy(checked)
+            r.arch = r.as_arch["arch"] = arch.name
+            r.reproduce = r.reproduce.replace(f"--as-arch {group[0].name}", f"--as-arch {arch.name}")
+            out.append(r)
+        if self.results_path is not None:
+            results.append_many(self.results_path, [r.to_dict() for r in out])
+        return out
+
+
+# which record of several speaks for a case x dtype checked under several archs: the worst, a
+# pass over a skip (an arch with no launch here says nothing against the others)
+_WORST_LAST = ("skip", "pass", "xfail", "xpass", "fail", "error")
+
+
+class AsArchSession:
+    """A Session whose run() checks a case x dtype under each group of --as-arch archs (the
+    pytest plugin's --as-arch): every record is written, the worst is returned."""
+
+    def __init__(self, session: Session, groups: list):
+        self.session, self.groups = session, groups
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+    def run(self, case: Case, dtype: str, spec: dict | None = None, on_example=None) -> results.Result:
+        found = [r for group in self.groups
+                 for r in self.session.run_as_arch(case, dtype, group, spec=spec, on_example=on_example)]
+        return max(found, key=lambda r: _WORST_LAST.index(r.verdict))

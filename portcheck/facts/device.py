@@ -3,6 +3,11 @@
 The one place kernels learn about the device they launch on (portcheck.targets is the harness's
 view of targets; kernels never import it). Under TRITON_INTERPRET the answer is the interpreter's
 own row, archs.INTERPRETER, so launchers pick its small configurations, as they always have.
+
+`forced_arch(arch)` (`portcheck run --as-arch`) makes current_arch() and warp_size() answer as
+another arch for its duration, so launchers pick that arch's configurations and run them on the
+local device; `local_arch()` still names the device itself. Under it, a check that drew an
+autotune configuration (spec["config"]) hands it to the launcher through `drawn_config()`.
 """
 from __future__ import annotations
 
@@ -23,16 +28,74 @@ def _triton_target():
     return triton.runtime.driver.active.get_current_target()
 
 
-@lru_cache(maxsize=None)
+class NotRunnableHere(Exception):
+    """A forced arch's configuration that the local device cannot run (an fp8 format it lacks,
+    shared memory over its cap): the check records a skip with this reason, never a failure."""
+
+
+_FORCED: list = []          # the forced arch, innermost last (one checking process: global)
+_DRAWN: list = []           # the autotune configuration index the check drew, innermost last
+
+
+@contextmanager
+def forced_arch(arch: Arch):
+    """current_arch() and warp_size() answer as `arch` inside: a launcher picks the constexprs,
+    num_warps and stages that arch uses, and they run on the local device."""
+    _FORCED.append(arch)
+    try:
+        yield arch
+    finally:
+        _FORCED.pop()
+
+
+def forced() -> Arch | None:
+    return _FORCED[-1] if _FORCED else None
+
+
+@contextmanager
+def drawing(config: int | None):
+    """The autotune configuration index hypothesis drew for this example (None: none drawn)."""
+    _DRAWN.append(config)
+    try:
+        yield
+    finally:
+        _DRAWN.pop()
+
+
+def drawn_config(choices):
+    """Under a forced arch, the configuration of `choices` (the arch's autotune list, as the
+    case's `configs` field declares it) that the check drew: the launcher launches it explicitly
+    instead of timing an autotuner. None otherwise: autotune as usual."""
+    index = _DRAWN[-1] if _DRAWN and _FORCED else None
+    if index is None:
+        return None
+    if not 0 <= index < len(choices):
+        raise ValueError(f"drawn configuration {index} is not one of the {len(choices)} that "
+                         f"{_FORCED[-1].name} declares")
+    return choices[index]
+
+
 def warp_size() -> int:
-    """Threads per warp/wavefront of the active device: 64 on CDNA, 32 on NVIDIA and RDNA."""
+    """Threads per warp/wavefront of the active device (64 on CDNA, 32 on NVIDIA and RDNA), or
+    of the forced arch: a launcher then picks the num_warps it picks there."""
+    return _FORCED[-1].warp_size if _FORCED else _local_warp_size()
+
+
+@lru_cache(maxsize=None)
+def _local_warp_size() -> int:
     if interpreted():
         return INTERPRETER.warp_size
     return _triton_target().warp_size
 
 
-@lru_cache(maxsize=None)
 def current_arch() -> Arch:
+    """The arch row launches are configured for: the forced arch (forced_arch), else the local
+    device's (local_arch)."""
+    return _FORCED[-1] if _FORCED else local_arch()
+
+
+@lru_cache(maxsize=None)
+def local_arch() -> Arch:
     """The arch row of the device kernels launch on now (INTERPRETER under TRITON_INTERPRET). A
     device with no row of its own runs as the nearest row of its generation (archs.nearest_row,
     said once as a warning and by arch_note()); one that no row of its vendor fits is refused:
@@ -43,6 +106,11 @@ def current_arch() -> Arch:
     if why:
         warnings.warn(why, stacklevel=2)
     return row
+
+
+# compile.capture answers device questions as another arch and clears these caches around it
+warp_size.cache_clear = _local_warp_size.cache_clear
+current_arch.cache_clear = local_arch.cache_clear
 
 
 def arch_note() -> str:

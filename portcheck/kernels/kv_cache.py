@@ -165,7 +165,8 @@ def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.T
         key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
         value_cache.stride(0), value_cache.stride(1), value_cache.stride(2),
         TOKENS=shape["TOKENS"], HEADS=shape["HEADS"], DIM=shape["DIM"],
-        EVEN_DIM=shape["DIM"] == head_dim, FP8=fp8, FP8_MAX=fp8_max, num_warps=shape["num_warps"])
+        EVEN_DIM=shape["DIM"] == head_dim, FP8=fp8, FP8_MAX=fp8_max, num_warps=shape["num_warps"],
+        num_stages=1)   # the stages its compile variant declares (a copy: nothing to pipeline)
 
 
 # ---- the cases ----------------------------------------------------------------------------------

@@ -424,6 +424,14 @@ def _variants_for(dtypes_of, out_of, b_col):
     return variants
 
 
+def _configs_for(dtypes_of):
+    """Case.configs: the configurations an arch declares for a dtype it takes (the same lists
+    as the variants), [] for one it does not."""
+    def configs_of(arch, dtype) -> list[Config]:
+        return arch_configs(arch, dtype, arch.shared_per_block) if dtype in dtypes_of(arch) else []
+    return configs_of
+
+
 def _spec(dtype, m, n, k, *, b_layout="row", out=None):
     spec = {"dtype": dtype, "m": m, "n": n, "k": k, "a_layout": "row", "b_layout": b_layout,
             "regime": "uniform" if dtype == "int8" else "normal", "bias": False,
@@ -444,6 +452,7 @@ register(Case(
     + tuple(_spec(d, m, n, k) for d in ("fp16", "bf16") for m, n, k in ODD)
     + (_spec("fp32", 4096, 4096, 4096),),
     variants=_variants_for(lambda arch: tuple(FLOAT_DTYPES), lambda d: d, b_col=_b_as_launched),
+    configs=_configs_for(lambda arch: tuple(FLOAT_DTYPES)),
     baselines=_baselines, math=("erf", "exp"),
     description="C = act(A @ B + bias), fp16 / bf16 / fp32 (tf32 where the arch has it), fp32 accumulation"))
 
@@ -454,6 +463,7 @@ register(Case(
     bench=tuple(_spec(d, s, s, s, b_layout="col", out="bf16") for d in ("fp8e4nv", "fp8e4b8")
                 for s in SQUARES),
     variants=_variants_for(lambda arch: arch.fp8_native, lambda d: "bf16", b_col=_b_column_major),
+    configs=_configs_for(lambda arch: arch.fp8_native),
     baselines=_baselines, math=("erf", "exp"),
     description="C = act(scale_a scale_b (A @ B) + bias) in bf16, fp8 inputs with per-tensor scales"))
 
@@ -463,6 +473,7 @@ register(Case(
     launch=_launch, oracle=_oracle, tolerance=_tolerance, cost=_cost,
     # the same kernel as matmul_fp8 but for the store: one format's configurations suffice
     variants=_variants_for(lambda arch: arch.fp8_native[:1], lambda d: "fp32", b_col=_b_column_major),
+    configs=_configs_for(lambda arch: arch.fp8_native),
     baselines=_baselines, math=("erf", "exp"),
     description="the fp8 matmul writing fp32 or fp16 (no bf16 rounding: checkable on the interpreter)"))
 
@@ -472,5 +483,6 @@ register(Case(
     oracle=_oracle, tolerance=_tolerance, cost=_cost,
     bench=tuple(_spec("int8", s, s, s, b_layout="col") for s in SQUARES),
     variants=_variants_for(lambda arch: ("int8",), lambda d: "int32", b_col=_b_column_major),
+    configs=_configs_for(lambda arch: ("int8",)),
     baselines=_baselines,
     description="int8 x int8 -> int32, exact; optional int32 bias and relu"))

@@ -12,7 +12,7 @@ import triton
 
 from ...dtypes import fmt
 from ...facts.archs import Arch
-from ...facts.device import current_arch, dot_fp32_precision, interpreted
+from ...facts.device import current_arch, dot_fp32_precision, drawn_config, forced, interpreted
 from ...oracles.matmul import ACTIVATIONS
 from .._configs import config_file
 from .._pruned import prune_configs_by
@@ -155,11 +155,14 @@ def _device_shared_limit() -> int | None:
 
 
 def configs(dtype: str) -> list[Config]:
-    """The configurations for dtype on the active device (the interpreter's small ones there)."""
-    found = arch_configs(current_arch(), dtype, _device_shared_limit())
+    """The configurations for dtype on the active device (the interpreter's small ones there);
+    under a forced arch (--as-arch) every one that arch declares, whether or not it fits the
+    local device (one that does not is a recorded skip at launch, never a silent drop)."""
+    limit = current_arch().shared_per_block if forced() else _device_shared_limit()
+    found = arch_configs(current_arch(), dtype, limit)
     if not found:
         raise ValueError(f"no matmul configuration for {dtype} fits {current_arch().name} "
-                         f"({_device_shared_limit()} bytes of shared memory per block)")
+                         f"({limit} bytes of shared memory per block)")
     return found
 
 
@@ -296,6 +299,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
         out = torch.empty((m, n), dtype=out_dtype, device=a.device)
     elif not isinstance(out, torch.Tensor) or tuple(out.shape) != (m, n) or out.dtype != out_dtype:
         raise ValueError(f"out must be a {out_dtype} tensor of shape ({m}, {n})")
+    if config is None and forced():   # --as-arch: the configuration the check drew, not an autotuner's
+        config = drawn_config(configs(dtype))
     if config is not None:
         if not isinstance(config, Config):
             raise ValueError(f"config must be a matmul Config (see configs()), got {type(config).__name__}")

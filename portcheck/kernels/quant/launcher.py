@@ -9,7 +9,7 @@ import triton
 
 from ...dtypes import torch_dtype
 from ...facts.archs import Arch
-from ...facts.device import compute_units, current_arch, interpreted, warp_size
+from ...facts.device import NotRunnableHere, compute_units, current_arch, forced, interpreted, warp_size
 from ...oracles import fp8 as fp8_ref
 from .._launch import check_2d, num_warps_for
 from .kernel import (amax_kernel, dequant_kernel, quant_long_rows_kernel, quant_rows_kernel,
@@ -44,8 +44,14 @@ def fp8_for(arch: Arch) -> torch.dtype:
 
 
 def device_fp8() -> torch.dtype:
-    """fp8_for the active device; the interpreter (which converts any format) takes OCP e4m3fn."""
-    return fp8_for(current_arch())
+    """fp8_for the active device; the interpreter (which converts any format) takes OCP e4m3fn.
+    Under a forced arch (--as-arch) whose format the local device's Triton lacks (gfx942's FNUZ
+    on NVIDIA): NotRunnableHere, a recorded skip."""
+    dtype = fp8_for(current_arch())
+    if forced() is not None and FP8_DTYPES[dtype] not in target_fp8_names():
+        raise NotRunnableHere(f"{FP8_DTYPES[dtype]} ({current_arch().name}'s fp8 storage format) cannot be "
+                              f"produced on {_device_label()}")
+    return dtype
 
 
 def fp8_names_for(target) -> frozenset:
