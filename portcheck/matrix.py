@@ -1,17 +1,18 @@
 """Matrix files (matrices/*.toml): what a run checks. Validated on load; errors name file and line."""
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import validation as check
 from .errors import UsageError
 from .targets.runtime import RUNTIME_TARGETS
 
 PROFILES = ("ci", "dev", "thorough")
 _RUN_KEYS = {"targets": list, "kernels": list, "dtypes": list, "profile": str,
-             "max_elements": dict, "overrides": str, "time": bool, "timeout": (int, float)}
+             "max_elements": dict, "overrides": str, "time": bool, "timeout": (int, float),
+             "case_modules": list}
 
 
 @dataclass
@@ -32,6 +33,8 @@ class RunPlan:
     path: Path
     targets: list[str] = field(default_factory=lambda: ["auto"])
     kernels: list[str] = field(default_factory=list)      # empty: every registered case
+    case_modules: list[str] = field(default_factory=list)  # modules that register cases (a
+                                                           #   repository that is not installed)
     dtypes: list[str] = field(default_factory=list)       # empty: each case's own dtypes
     profile: str = "dev"
     max_elements: dict = field(default_factory=lambda: {"interpreter": 1 << 15, "gpu": 1 << 22})
@@ -40,13 +43,6 @@ class RunPlan:
     timeout: float = 900.0                                # seconds one case x dtype may run
     bench: BenchSettings = field(default_factory=BenchSettings)
     compile: object = None    # [compile]: portcheck.compile.plan.CompileSettings; None: defaults
-
-
-def _line_of(text: str, key: str) -> int:
-    for i, line in enumerate(text.splitlines(), 1):
-        if re.match(rf"\s*{re.escape(key)}\s*=", line):
-            return i
-    return 0
 
 
 def load(path: str | Path) -> RunPlan:
@@ -60,21 +56,21 @@ def load(path: str | Path) -> RunPlan:
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     if not text.strip():
-        raise UsageError(f"{path}: the matrix file is empty; it needs a [run] table")
+        raise UsageError(f"{path}: the matrix file is empty; it needs a [run], [compile] or [bench] table")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
 
     def bad(key: str, problem: str):
-        line = _line_of(text, key)
+        line = check.line_of(text, key)
         return UsageError(f"{path}{f', line {line}' if line else ''}: '{key}' {problem}")
 
     unknown_tables = set(data) - {"run", "bench", "compile"}
     if unknown_tables:
         raise UsageError(f"{path}: unknown table(s) {', '.join(sorted(unknown_tables))}; "
                          "expected [run], [bench], [compile]")
-    run = data.get("run")
+    run = data.get("run", {} if data else None)   # a file of [compile] or [bench] alone keeps the run defaults
     if not isinstance(run, dict):
         raise UsageError(f"{path}: missing [run] table")
     m = RunPlan(path)
@@ -88,8 +84,14 @@ def load(path: str | Path) -> RunPlan:
     for t in run.get("targets", m.targets):
         if t not in (*RUNTIME_TARGETS, "auto"):
             raise bad("targets", f"names unknown target {t!r}; known: {', '.join(RUNTIME_TARGETS)}, auto")
+    for key in ("targets", "kernels", "dtypes"):
+        if key in run and not all(isinstance(v, str) and v.strip() for v in run[key]):
+            raise bad(key, "must be a list of non-empty strings")
     m.targets = list(run.get("targets", m.targets))
     m.kernels = list(run.get("kernels", []))
+    m.case_modules = list(run.get("case_modules", []))
+    if not all(isinstance(name, str) and name for name in m.case_modules):
+        raise bad("case_modules", "must be a list of module names, e.g. [\"mykernels.cases\"]")
     m.dtypes = list(run.get("dtypes", []))
     m.profile = run.get("profile", m.profile)
     if m.profile not in PROFILES:
@@ -97,16 +99,16 @@ def load(path: str | Path) -> RunPlan:
     for k, v in run.get("max_elements", {}).items():
         if k not in m.max_elements:
             raise bad("max_elements", f"has unknown key {k!r}; known: interpreter, gpu")
-        if not isinstance(v, int) or v <= 0:
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise bad("max_elements", f"{k} must be a positive integer, got {v!r}")
         m.max_elements[k] = v
     if "overrides" in run:
         m.overrides = (path.parent / run["overrides"]).resolve()
-        if not m.overrides.exists():
-            raise bad("overrides", f"names {run['overrides']!r}, which does not exist next to {path.name}")
+        if not m.overrides.is_file():
+            raise bad("overrides", f"names {run['overrides']!r}, which is not a file next to {path.name}")
     m.time = run.get("time", True)
     if "timeout" in run:
-        if run["timeout"] <= 0:
+        if not 0 < run["timeout"] < float("inf"):   # NaN included: it would turn the hang guard off
             raise bad("timeout", f"must be a positive number of seconds, got {run['timeout']!r}")
         m.timeout = float(run["timeout"])
     if "bench" in data:
@@ -143,7 +145,7 @@ def _bench_settings(table, bad) -> BenchSettings:
     if table.get("repeats", 3) < 3:
         raise bad("repeats", "must be at least 3 (a spread needs several repeats)")
     for key in ("noise_bound", "graph_below_us"):
-        if key in table and table[key] < 0:
+        if key in table and not 0 <= table[key] < float("inf"):
             raise bad(key, f"must not be negative, got {table[key]!r}")
     for key in ("shapes", "extra_shapes"):
         for case, specs in table.get(key, {}).items():

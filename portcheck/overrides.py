@@ -14,6 +14,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import validation as check
 from .errors import UsageError
 
 ACTIONS = ("xfail", "skip", "tolerance", "none")
@@ -45,29 +46,40 @@ class Override:
 def load(path: Path, today: dt.date | None = None) -> list[Override]:
     """Read and validate a manifest; problems name the file and entry."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except FileNotFoundError:
         raise UsageError(f"{path}: overrides file not found") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the overrides file: {exc.strerror}") from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    check.known_keys(data, ["override"], f"{path}: top level (entries are [[override]] tables)")
+    tables = data.get("override", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise UsageError(f"{path}: 'override' must be [[override]] tables")
     today = today or dt.date.today()
     entries = []
-    for i, raw in enumerate(data.get("override", []), 1):
-        where = f"{path}: [[override]] #{i}"
-        unknown = set(raw) - _FIELDS
-        if unknown:
-            raise UsageError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    for i, raw in enumerate(tables, 1):
+        line = check.line_of(text, "override", i)
+        where = f"{path}{f', line {line}' if line else ''}: [[override]] #{i}"
+        check.known_keys(raw, sorted(_FIELDS), where)
         for key in ("case", "action", "reason", "link", "expires"):
             if key not in raw:
                 raise UsageError(f"{where}: missing '{key}'")
+        for key in ("case", "target", "arch", "dtype", "action", "reason"):
+            if key in raw:
+                check.text(raw[key], f"{where}: '{key}'")
+        check.text(raw["link"], f"{where}: 'link'", empty=True)
         if raw["action"] not in ACTIONS:
             raise UsageError(f"{where}: action {raw['action']!r} is not one of {', '.join(ACTIONS)}")
-        if not isinstance(raw["expires"], dt.date):
-            raise UsageError(f"{where}: expires must be a TOML date like 2027-06-30")
+        # a TOML datetime is a date too in Python: only a plain date is an expiry
+        if type(raw["expires"]) is not dt.date:
+            raise UsageError(f"{where}: 'expires' must be a TOML date like 2027-06-30, got {raw['expires']!r}")
         if raw["expires"] < today:
             raise UsageError(f"{where}: expired on {raw['expires']} ({raw['reason']}); "
                              "re-check the cause and remove or renew the entry")
-        factor = float(raw.get("factor", 1.0))
+        factor = check.number(raw.get("factor", 1.0), f"{where}: 'factor'")
         if raw["action"] == "tolerance" and factor <= 1.0:
             raise UsageError(f"{where}: a tolerance override needs factor > 1")
         entries.append(Override(raw["case"], raw.get("target", "*"), raw.get("arch", "*"),

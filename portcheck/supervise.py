@@ -1,10 +1,15 @@
 """Run a target's worker process under supervision, so one bad kernel fails only its own case.
 
 The worker announces each case (and each hypothesis example's spec) in an in-flight file before
-running it. When the worker hangs past the per-case time limit, dies (a segfault, an illegal
-address that poisons the GPU context, an out-of-memory kill) or reports that its GPU context is
-lost, the supervisor appends an error record for the case in flight, with the input it was on,
-and starts a fresh worker that skips every case already recorded.
+running it, and marks the file "finished" when it has done all its work. A worker that ends any
+other way (it hangs past the per-case time limit, dies of a signal, exits with any status, 0 and 1
+included, without the mark) has faulted in the case in flight: the supervisor appends an error
+record for that case, with the input it was on, and starts a fresh worker that skips every case
+already recorded. A worker that reports a lost GPU context has recorded its case itself.
+
+Workers run in their own session (so that a kill reaches every process they started); a signal to
+the supervisor kills their process group, and a worker whose supervisor is gone (SIGKILL) stops
+within a second (watch_supervisor).
 """
 from __future__ import annotations
 
@@ -13,24 +18,89 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import results
 
 EXIT_CONTEXT_LOST = 3     # the worker recorded its case, but its GPU context is unusable
+EXIT_ORPHANED = 4         # the worker's supervisor is gone
 MAX_RESTARTS = 50
 TIMED_OUT = "timed out"
+SUPERVISOR_PID = "PORTCHECK_SUPERVISOR_PID"   # set in the worker's environment
+
+
+class Stopped(Exception):
+    """The supervisor was asked to stop (SIGTERM, SIGHUP): the run ends with a partial report."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextmanager
+def stopping_on_signals():
+    """Within the block, SIGTERM and SIGHUP (timeout, CI cancellation, a closed terminal) raise
+    Stopped, as SIGINT raises KeyboardInterrupt, so the supervisor kills its workers and writes
+    its partial report; the previous handlers come back after it."""
+    def stop(signum, frame):
+        raise Stopped(signum)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def inflight_path(results_path: Path, target: str) -> Path:
     return Path(results_path).with_name(f".{target}.inflight.json")
 
 
+def gpu_context_ok() -> bool:
+    """Whether this process's GPU context still works after a case: a synchronize (which raises
+    a sticky error such as an illegal address) and a tiny allocation and kernel."""
+    import torch
+    try:
+        torch.cuda.synchronize()
+        return torch.ones(1, device="cuda").add_(1).item() == 2.0
+    except Exception:
+        return False
+
+
+def _orphaned() -> bool:
+    supervisor = os.environ.get(SUPERVISOR_PID)
+    return bool(supervisor) and os.getppid() != int(supervisor)
+
+
+def watch_supervisor(every: float = 1.0) -> None:
+    """Worker side: a daemon thread that ends the worker once its supervisor is gone (killed with
+    SIGKILL, which no handler sees), so no worker writes on into a run nobody owns."""
+    import threading
+
+    def watch():
+        while not _orphaned():
+            time.sleep(every)
+        os._exit(EXIT_ORPHANED)
+    threading.Thread(target=watch, name="portcheck-supervisor-watch", daemon=True).start()
+
+
 def announce(path: Path, state: dict) -> None:
     """Worker side: record what is running now (atomic replace, read by the supervisor)."""
+    if _orphaned():
+        os._exit(EXIT_ORPHANED)
+    state = {**state, "pid": os.getpid()}
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state, default=str))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(state, default=str))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def finish(path: Path, failed: bool) -> None:
+    """Worker side: every case is done (the only normal end of a worker)."""
+    announce(path, {"finished": True, "failed": failed})
 
 
 def _read(path: Path) -> dict | None:
@@ -88,35 +158,38 @@ def _shell_quote(text: str) -> str:
     return shlex.quote(text)
 
 
+class Unfinished(Exception):
+    """The worker stopped outside any case (at start-up, say): its remaining cases never ran."""
+
+
 def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_timeout: float,
               restart: bool = True) -> int:
     """Run the worker until it finishes its cases; returns 0 (all passed) or 1. `restart=False`
-    for a worker given one case (portcheck/sanitize.py): a fault is recorded, not retried."""
+    for a worker given one case (portcheck/sanitize.py): a fault is recorded, not retried.
+    Raises Unfinished when the worker stops outside any case, and lets KeyboardInterrupt and
+    Stopped through once the worker's process group is killed."""
     inflight = inflight_path(results_path, target)
     evidence = "interpreter" if target == "interpreter" else "gpu"
     status = 0
     for _ in range(MAX_RESTARTS):
         inflight.unlink(missing_ok=True)
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, env={**env, SUPERVISOR_PID: str(os.getpid())}, start_new_session=True)
         try:
             code = _wait(proc, inflight, case_timeout)
-        except KeyboardInterrupt:
+        except BaseException:   # Ctrl-C, SIGTERM, SIGHUP: no worker outlives its supervisor
             _kill(proc)
-            inflight.unlink(missing_ok=True)
             raise
-        if code in (0, 1):
+        state = _read(inflight)
+        if state and state.get("finished") and code != TIMED_OUT:
             inflight.unlink(missing_ok=True)
-            return max(status, code)
+            return max(status, 1 if state.get("failed") else 0)
         status = 1
         if code == EXIT_CONTEXT_LOST:
             if not restart:
                 return 1
             continue  # the worker recorded the case itself; restart with a fresh context
-        state = _read(inflight)
-        if not state:
-            print(f"portcheck: the {target} worker stopped outside any case: {_describe_exit(code)}",
-                  flush=True)
-            return 1
+        if not state or "case" not in state:
+            raise Unfinished(f"the {target} worker stopped outside any case: {_describe_exit(code)}")
         limit = f" after {case_timeout:g} s (the per-case limit)" if code == TIMED_OUT else ""
         why = f"{_describe_exit(code)}{limit} while running this case"
         if state.get("spec") is not None:

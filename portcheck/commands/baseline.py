@@ -7,7 +7,6 @@ from pathlib import Path
 from ..reports import gate, grid as merge
 from ..errors import UsageError
 from ..reports.output import write_all
-from ._common import writable_dir
 
 NAME = "baseline"
 HELP = "write the baseline the gate compares with (portcheck baseline update --name NAME RESULTS...)"
@@ -29,7 +28,9 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     if args.action != "update":
         raise UsageError("baseline needs an action: portcheck baseline update --name NAME RESULTS...")
-    out = writable_dir(args.dir)
+    out = Path(args.dir)   # created by write_all only once the baseline is ready: a failure leaves no folder
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--dir {out} is not a directory")
     entries = merge.load(args.results, quiet=args.quiet)
     command = shlex.join(["portcheck", "baseline", "update", "--name", args.name, "--dir", args.dir,
                           *args.results])

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from ..reports import diff, grid as merge
 from ..reports.output import write_all
+from ..errors import UsageError
 from ._common import writable_dir
 
 NAME = "diff"
@@ -23,6 +24,8 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     out = Path(args.out) if args.out else None
     if out is not None:
+        if out.is_dir():   # checked first: the comparison must not run to end in a traceback
+            raise UsageError(f"--out {out} is a directory; it takes a file")
         writable_dir(out.parent if str(out.parent) else ".")
     a = merge.load([args.run_a], quiet=True)
     b = merge.load([args.run_b], quiet=True)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from ..reports import gate, grid as merge
 from ..reports.output import write_all
+from ..errors import UsageError
 from ._common import add_overrides_argument, overrides_in_force
 
 NAME = "gate"
@@ -32,6 +33,8 @@ def main(args) -> int:
     summary_path = Path(args.summary) if args.summary else None
     if summary_path is not None:
         from ._common import writable_dir
+        if summary_path.is_dir():   # a usage error (2), never the gate's own failure (1)
+            raise UsageError(f"--summary {summary_path} is a directory; it takes a file")
         writable_dir(summary_path.parent if str(summary_path.parent) else ".")
     baseline = merge.load([args.baseline], quiet=True)
     current = merge.load(args.results, quiet=args.quiet)

@@ -47,6 +47,10 @@ def main(args) -> int:
     archs = () if args.arch == "none" else parse_archs(args.arch)
     if args.worker:
         return _measure(target, fns, Path(args.worker), args.per_exponent)
+    from ..targets.runtime import target as runtime_target
+    available = runtime_target(target).availability()
+    if not available.ok:   # before anything is written: not an empty math.md
+        raise UsageError(f"target {target} is not available: {available.reason}")
     out = writable_dir(args.out or timestamped("reports").with_name("math-" + timestamped("r").name))
     path = out / "results.jsonl"
     if path.exists():

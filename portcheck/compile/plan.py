@@ -46,7 +46,8 @@ class CompileSettings:
             if a not in ARCHS:
                 raise bad("archs", f"names unknown arch {a!r}; known: {', '.join(ARCHS)}")
         timeout = table.get("timeout", DEFAULT_TIMEOUT)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        # not 0 < t < inf: a NaN limit would turn the compile time limit off
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
             raise bad("timeout", f"must be a positive number of seconds, got {timeout!r}")
         jobs = table.get("jobs", DEFAULT_JOBS)
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:

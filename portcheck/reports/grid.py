@@ -6,8 +6,9 @@ matrix keeps the loser in `superseded`, so a report can say which result replace
 
 Cells are (case, dtype, arch): the accuracy of the runtime record(s), the compile record(s) of
 that arch, and the benchmark record(s). Every cell says what evidence it rests on: `gpu` (ran on
-the device), `interpreter` (Triton's CPU interpreter: the algorithm, not the GPU's arithmetic) or
-`compile` (cross-compiled only).
+the device), `interpreter` (Triton's CPU interpreter: the algorithm, not the GPU's arithmetic),
+`as-arch` (the arch's launch configuration run on another device, `--as-arch`) or `compile`
+(cross-compiled only).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ KEY_FIELDS = ("kind", "case", "dtype", "target", "arch", "variant")
 PASSED = ("pass", "xfail", "skip")
 # worst first: the verdict a cell shows when it holds several records
 SEVERITY = {"error": 5, "fail": 4, "xpass": 3, "xfail": 2, "skip": 1, "pass": 0}
-EVIDENCE_ORDER = ("gpu", "interpreter", "compile")
+EVIDENCE_ORDER = ("gpu", "interpreter", "as-arch", "compile")
 _TARGET_VENDOR = {"cuda": "nvidia", "rocm": "amd", "hip": "amd", "interpreter": "cpu"}
 
 
@@ -127,13 +128,15 @@ def _checked(record, where: str) -> dict:
     return record
 
 
-def read_results(path: Path) -> list[Entry]:
+def read_results(path: Path, notes: list | None = None) -> list[Entry]:
     """Every record of a results.jsonl file, each validated against the schema.
 
     Unlike results.read (which drops a torn last line, so a crashed run keeps its finished
     records), reports and gates refuse a file that is cut off: a verdict must not rest on part
-    of a run without saying so.
+    of a run without saying so. With `notes`, `portcheck math` records (which have their own
+    report, math.md) are passed by with a note there rather than refused.
     """
+    passed_by = 0
     text = _read_text(path)
     if text.lstrip().startswith("{") and text.lstrip().split("\n", 1)[0].strip() == "{":
         return read_document(path, text)   # an indented matrix.json or baseline
@@ -151,8 +154,14 @@ def read_results(path: Path) -> list[Entry]:
             raise UsageError(f"{path}, line {i} {why}; a report needs whole results files") from None
         if isinstance(record, dict) and str(record.get("schema", "")).startswith(_DOCUMENTS):
             return read_document(path, text)   # a matrix.json or baseline on one line
+        if notes is not None and isinstance(record, dict) and record.get("kind") == "math":
+            passed_by += 1
+            continue
         entries.append(Entry(_checked(record, f"{path}, line {i}"), str(path), i))
-    if not entries:
+    if passed_by:
+        notes.append(f"{path}: {passed_by} `portcheck math` record(s) passed by: the math sweep has its "
+                     "own report (math.md)")
+    elif not entries:
         raise UsageError(f"{path}: holds no result records")
     return entries
 
@@ -217,13 +226,13 @@ def result_files(path: str | Path) -> list[Path]:
     return [path]
 
 
-def load(paths, *, quiet: bool = True) -> list[Entry]:
+def load(paths, *, quiet: bool = True, notes: list | None = None) -> list[Entry]:
     """All records of all inputs, in input order (the order breaks timestamp ties)."""
     files = [f for p in paths for f in result_files(p)]
     entries: list[Entry] = []
     with Progress("reading results", len(files), quiet=quiet) as bar:
         for f in files:
-            entries += read_results(f)
+            entries += read_results(f, notes)
             bar.advance(note=f.name)
     for i, e in enumerate(entries):
         e.order = i
@@ -314,7 +323,10 @@ class Cell:
         return vendor_of(self.arch, target)
 
     def evidence(self) -> list[str]:
-        have = {e.record["evidence"] for e in self.entries}
+        """Where the cell's verdicts come from; a skipped record ran nothing, so it counts only
+        when the cell holds nothing else."""
+        have = ({e.record["evidence"] for e in self.entries if e.record["verdict"] != "skip"}
+                or {e.record["evidence"] for e in self.entries})
         return [e for e in EVIDENCE_ORDER if e in have]
 
     def status(self) -> str:
@@ -338,10 +350,16 @@ class Cell:
                 "examples": sum(r.get("examples", 0) for r in recs)}
 
     def compiled(self) -> dict | None:
-        """Compile verdict over all variants, and the worst resources among them."""
+        """Compile verdict over the variants built, and the worst resources among them; "skip"
+        when nothing was built (the case declares no launch there), never a pass."""
         if not self.compile:
             return None
-        recs = [e.record for e in self.compile]
+        skipped = sum(1 for e in self.compile if e.record["verdict"] == "skip")
+        recs = [e.record for e in self.compile if e.record["verdict"] != "skip"]
+        if not recs:
+            return {"verdict": "skip", "variants": 0, "failed": 0, "skipped": skipped, "regs": None,
+                    "spills": None, "shared": None, "occupancy": None, "shared_cap": shared_cap(self.arch),
+                    "over_cap": False, "lints": 0}
         m = [r.get("metrics") or {} for r in recs]
 
         def most(name, pick=max):
@@ -352,7 +370,7 @@ class Cell:
         shared = most("shared")
         failed = [r for r in recs if r["verdict"] not in PASSED]
         return {"verdict": max((r["verdict"] for r in recs), key=SEVERITY.__getitem__),
-                "variants": len(recs), "failed": len(failed),
+                "variants": len(recs), "failed": len(failed), "skipped": skipped,
                 "regs": most("regs"), "spills": most("spills"), "shared": shared,
                 "occupancy": most("occupancy", min), "shared_cap": cap,
                 "over_cap": bool(cap is not None and shared is not None and shared > cap),

@@ -7,7 +7,10 @@ import html
 import os
 import re
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+
+from ..errors import UsageError
 
 
 def _file_mode() -> int:
@@ -38,17 +41,61 @@ def atomic_write(path: Path, text: str) -> None:
 
 def write_all(files: dict) -> None:
     """Write several files so that a failure leaves every old file as it was: all texts go to
-    temporary files first, and only when every one is on disk are they renamed into place."""
+    temporary files first, and only when every one is on disk are they renamed into place. A
+    folder it had to create is removed again on failure; any failure is a UsageError."""
+    paths = [Path(p) for p in files]
+    for path in paths:   # checked before anything is written: a rename onto a folder would fail halfway
+        if path.is_dir():
+            raise UsageError(f"cannot write {path}: it is a directory")
+    created = [d for d in dict.fromkeys(p.parent for p in paths) if not d.exists()]
     staged: list[tuple[str, Path]] = []
+    done = False
     try:
-        for path, text in files.items():
-            staged.append((_stage(Path(path), text), Path(path)))
+        for d in created:
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"cannot create output directory {d}: {exc.strerror}") from None
+        for path, text in zip(paths, files.values()):
+            staged.append((_stage(path, text), path))
         for tmp, path in staged:
             os.replace(tmp, path)
+        done = True
+    except OSError as exc:
+        raise UsageError(f"cannot write {exc.filename or paths[0].parent}: {exc.strerror or exc}") from None
     finally:
         for tmp, _ in staged:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        if not done:
+            for d in reversed(created):
+                if d.exists() and not any(d.iterdir()):
+                    d.rmdir()
+
+
+def own(directory: Path):
+    """Take <directory>/.lock (an exclusive flock), so one process at a time writes a run
+    directory; a second one gets a UsageError. Returns the open lock file: the lock lasts until
+    it is closed or the process ends, however it ends, so a killed run leaves no stale lock."""
+    import fcntl
+    path = Path(directory) / ".lock"
+    lock = open(path, "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise UsageError(f"{directory} is in use by another portcheck process (it holds {path})") from None
+    return lock
+
+
+@contextmanager
+def owned(directory: Path):
+    """own() for the block."""
+    lock = own(directory)
+    try:
+        yield
+    finally:
+        lock.close()
 
 
 # underscores stay: GitHub never reads an intraword '_' as emphasis, and kernel names are full of them
