@@ -3,14 +3,21 @@
 A Case is declared next to its kernel (portcheck/kernels/*) or in a user's own repository, and
 registered with `register()`. Built-in cases are found by importing every module under
 portcheck.kernels; other packages add theirs through the `portcheck.cases` entry-point group
-(each entry point names a module to import), by calling `register()` from a conftest, or, for
-`portcheck run`, by naming modules in PORTCHECK_CASE_MODULES.
+(each entry point names a module to import), by calling `register()` from a conftest, or by
+naming modules: `--cases MODULE` (portcheck run / compile / bench, pytest), the matrix's
+`case_modules` key, or PORTCHECK_CASE_MODULES. Named modules are imported with the current
+directory importable, and every replay command names them again (`cases_flag`).
+
+Selection (`--kernel`, a matrix's `kernels`) matches case names, exactly or as globs; a whole
+family is chosen with an explicit prefix, `family:softmax`.
 """
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import pkgutil
+import sys
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Callable
@@ -64,23 +71,63 @@ class Case:
     launch: Callable                            # (args, outs) -> None: runs the kernel into outs
     oracle: Callable                            # float64 args -> {name: reference tensor}
     tolerance: Callable                         # (args64, refs, dtype) -> {name: Tolerance}
-    cost: Callable                              # args -> Cost
+    cost: Callable | None = None                # args -> Cost; None: the bytes of the inputs and
+                                                #   outputs, no flops (io_cost)
     bench: tuple = ()                           # specs timed by `portcheck run` / bench
     variants: Callable | None = None            # arch -> compile variants (portcheck compile)
     baselines: Callable | None = None           # args -> {name: zero-arg callable doing the same
                                                 #   work}: torch eager, vendor library, peers
     math: tuple[str, ...] = ()                  # Triton math functions the kernel relies on
     description: str = ""
+    # launches may differ (atomics in any order, split reductions): each launch is judged by the
+    # tolerance and their spread is reported, instead of requiring bitwise-equal launches
+    nondeterministic: bool = False
+    in_place: tuple[str, ...] = ()              # argument names the kernel updates in place
+    # the spec key of the reduction length ("K"), which a failure's diagnosis varies to see
+    # whether the error grows with it; None: guessed from common names (portcheck.diagnose)
+    reduction: str | None = None
+    # (arch, dtype) -> the autotune configurations the launcher chooses among on that arch. Under
+    # --as-arch hypothesis draws an index into it (spec["config"]) and the launcher launches that
+    # one, found by facts.device.drawn_config(list), instead of timing an autotuner; [] means the
+    # case makes no launch in that dtype on that arch (a recorded skip)
+    configs: Callable | None = None
 
     def __post_init__(self):
         if not self.name or not self.dtypes:
             raise ValueError("a Case needs a name and at least one dtype")
+        if self.cost is None:
+            object.__setattr__(self, "cost", lambda args: io_cost(args, self.outputs(args)))
+
+
+def arch_config(table: dict, default=None):
+    """A launcher's configuration for the arch it launches for: table[the arch's name], else
+    table[its config family], else `default`. The arch is facts.device.current_arch(), which
+    `--as-arch` forces: a case that picks its configuration here (or from current_arch() and
+    warp_size() itself) is checked under every arch's choice on the local device."""
+    from .facts.device import current_arch
+    arch = current_arch()
+    return table.get(arch.name, table.get(arch.config_family, default))
+
+
+def io_cost(args: dict, outputs: dict) -> Cost:
+    """The default cost: every input tensor read once and every output written once, no flops
+    (enough for a roofline of a memory-bound kernel; declare `cost` for anything else)."""
+    import torch
+    read = sum(v.numel() * v.element_size() for v in args.values() if isinstance(v, torch.Tensor))
+    written = sum(math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+                  for shape, dtype in outputs.values())
+    return Cost(bytes=read + written)
 
 
 CASE_MODULES_ENV = "PORTCHECK_CASE_MODULES"   # comma list of extra modules that register cases
 _REGISTRY: dict[str, Case] = {}
+BUILTIN_KERNELS = "portcheck.kernels"
 LOAD_ERRORS: dict[str, str] = {}   # module -> why it could not be imported: reported, not fatal
 _LOADED = False
+_NAMED: dict[str, str] = {}        # module -> where it was named: --cases, a matrix, the environment
+_ORIGIN: dict[str, str] = {}       # case name -> the module a replay must name to register it
+_loading: str | None = None        # the module being loaded by name ("" while loading built-ins
+                                   #   and entry points, which every process finds by itself)
 
 
 def register(case: Case) -> Case:
@@ -89,29 +136,75 @@ def register(case: Case) -> Case:
     if old is not None and old is not case:
         raise ValueError(f"two cases are named {case.name!r}")
     _REGISTRY[case.name] = case
+    # a case registered outside any loading (from a conftest or a test module) is found again by
+    # importing the module that registered it
+    origin = _loading if _loading is not None else sys._getframe(1).f_globals.get("__name__", "")
+    if origin and origin != "__main__" and not origin.startswith(BUILTIN_KERNELS + "."):
+        _ORIGIN.setdefault(case.name, origin)
     return case
 
 
+def _import_named(name: str, source: str) -> None:
+    global _loading
+    cwd = os.getcwd()
+    if cwd not in sys.path:   # a repository that is not installed: its modules lie here
+        sys.path.insert(0, cwd)
+    _loading = name
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        raise UsageError(f"{source}: cannot import {name!r} from {cwd}: {exc}") from None
+    except Exception as exc:   # it exists but breaks (a SyntaxError, a raise, a second softmax):
+        LOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"   # it fails alone, as a built-in would
+    finally:
+        _loading = None
+
+
+def add_modules(names, source: str = "--cases") -> None:
+    """Register the cases of these modules (`--cases`, a matrix's `case_modules`): now if the
+    registry is loaded, else when it loads."""
+    for name in names:
+        if name not in _NAMED:
+            _NAMED[name] = source
+            if _LOADED:
+                _import_named(name, source)
+
+
+def cases_flag(case_name: str) -> list[str]:
+    """The `--cases MODULE` a command line needs to find this case in a fresh process ([] for
+    built-in cases and those of installed entry points)."""
+    origin = _ORIGIN.get(case_name)
+    return ["--cases", origin] if origin else []
+
+
 def _load() -> None:
-    global _LOADED
+    global _LOADED, _loading
     if _LOADED:
         return
     _LOADED = True
-    from . import kernels
-    for mod in pkgutil.iter_modules(kernels.__path__):
-        if not mod.name.startswith("_"):
-            name = f"{kernels.__name__}.{mod.name}"
+    _loading = ""
+    try:
+        # Families are plug-ins found by name, as entry points are: the kernels sit above the Case
+        # API that they import, so the registry never imports them statically.
+        kernels = importlib.import_module(BUILTIN_KERNELS)
+        for mod in pkgutil.iter_modules(kernels.__path__):
+            if not mod.name.startswith("_"):
+                name = f"{kernels.__name__}.{mod.name}"
+                try:
+                    importlib.import_module(name)
+                except Exception as exc:  # one broken kernel module must not hide all the others
+                    LOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"
+        for ep in entry_points(group="portcheck.cases"):
             try:
-                importlib.import_module(name)
-            except Exception as exc:  # one broken kernel module must not hide all the others
-                LOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"
-    for ep in entry_points(group="portcheck.cases"):
-        ep.load()
+                ep.load()
+            except Exception as exc:   # an installed package's broken module fails alone too
+                LOAD_ERRORS[ep.value] = f"{type(exc).__name__}: {exc}"
+    finally:
+        _loading = None
     for name in filter(None, (m.strip() for m in os.environ.get(CASE_MODULES_ENV, "").split(","))):
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise UsageError(f"{CASE_MODULES_ENV}: cannot import {name!r}: {exc}") from None
+        _NAMED.setdefault(name, CASE_MODULES_ENV)
+    for name, source in list(_NAMED.items()):
+        _import_named(name, source)
 
 
 def all_cases() -> list[Case]:
@@ -127,16 +220,26 @@ def get(name: str) -> Case:
         raise UsageError(f"unknown kernel case {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
 
 
+FAMILY_PREFIX = "family:"
+
+
 def select(patterns: list[str] | None) -> list[Case]:
-    """Cases whose name or family matches any glob pattern (all when none); unknown names fail."""
+    """Cases whose name matches any glob pattern, or whose family matches a `family:` pattern
+    (all when none); a pattern that matches nothing fails."""
     import fnmatch
     cases = all_cases()
     if not patterns:
         return cases
     chosen = []
     for pat in patterns:
-        hits = [c for c in cases if fnmatch.fnmatch(c.name, pat) or fnmatch.fnmatch(c.family, pat)]
+        if pat.startswith(FAMILY_PREFIX):
+            hits = [c for c in cases if fnmatch.fnmatch(c.family, pat[len(FAMILY_PREFIX):])]
+            known = sorted({c.family for c in cases})
+        else:
+            hits = [c for c in cases if fnmatch.fnmatch(c.name, pat)]
+            known = [c.name for c in cases]
         if not hits:
-            raise UsageError(f"no kernel case matches {pat!r}; known: {', '.join(c.name for c in cases)}")
+            raise UsageError(f"no kernel case matches {pat!r}; known: {', '.join(known)} "
+                             f"(a family: {FAMILY_PREFIX}NAME)")
         chosen += [c for c in hits if c not in chosen]
     return chosen

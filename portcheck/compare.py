@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .dtypes import Format, fmt
+from .guards import ONE_NAN_CODE, bits, is_output_poison
 from .tolerance import Tolerance
 
 _INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -28,10 +29,17 @@ class Comparison:
     message: str = ""
     worst_index: list = field(default_factory=list)
     tolerance: dict = field(default_factory=dict)   # the Tolerance summary it was judged by
+    launch_spread: float | None = None   # nondeterministic cases: max |difference| between launches
+    # elements holding a NaN or Inf where the reference is finite, not the output poison (flat
+    # bool mask): produced by the kernel or read from an input's guard; the runner tells which
+    nan_where_finite: torch.Tensor | None = field(default=None, repr=False)
 
     def metrics(self) -> dict:
-        return {"max_abs": self.max_abs, "max_rel": self.max_rel, "max_ulp": self.max_ulp,
-                "worst_ratio": self.worst_ratio, "mismatches": self.mismatches}
+        found = {"max_abs": self.max_abs, "max_rel": self.max_rel, "max_ulp": self.max_ulp,
+                 "worst_ratio": self.worst_ratio, "mismatches": self.mismatches}
+        if self.launch_spread is not None:
+            found["launch_spread"] = self.launch_spread
+        return found
 
 
 def ulp_of(ref: torch.Tensor, f: Format) -> torch.Tensor:
@@ -64,7 +72,7 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(na ^ nb, torch.full_like(dist, float("inf")), dist)
 
 
-def _index(flat_index: int, shape) -> list:
+def flat_to_index(flat_index: int, shape) -> list:
     idx = []
     for dim in reversed(list(shape)):
         idx.append(flat_index % dim if dim else 0)
@@ -117,10 +125,13 @@ def _compare_exact(name: str, out: torch.Tensor, ref: torch.Tensor) -> Compariso
             cmp.max_abs = float((out.to(torch.int64) - ref.to(torch.int64)).abs().max())
     if bad:
         first = int(diff.flatten().nonzero()[0])
-        cmp.worst_index = _index(first, out.shape)
+        cmp.worst_index = flat_to_index(first, out.shape)
         cmp.message = (f"{name}: {bad} of {out.numel()} elements differ bitwise; first at "
                        f"{cmp.worst_index}: got {out.flatten()[first].item()!r}, "
                        f"expected {ref.flatten()[first].item()!r}")
+        unwritten = int((diff & is_output_poison(out)).sum())
+        if unwritten:
+            cmp.message += f"; {unwritten} of them never written (still the harness's output poison)"
     return cmp
 
 
@@ -153,14 +164,62 @@ def _compare_float(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Toleran
     cmp.max_ulp = float("inf") if bool(special_bad.any()) else float(ulps.max())
     worst = int(torch.argmax(torch.nan_to_num(ratio, posinf=1e308)))
     cmp.worst_ratio = float(ratio[worst])
-    cmp.worst_index = _index(worst, out.shape)
+    cmp.worst_index = flat_to_index(worst, out.shape)
     if not cmp.ok:
-        first_special = special_bad.nonzero()
-        where = int(first_special[0]) if first_special.numel() else worst
-        got, exp = o[where].item(), r[where].item()
-        why = ("NaN/Inf placement differs (an unwritten element stays NaN)" if special_bad[where]
-               else f"error {err[where].item():.3g} > tolerance {bound[where].item():.3g}")
-        cmp.message = (f"{name}: {cmp.mismatches} of {total} elements out of tolerance; at "
-                       f"{_index(where, out.shape)} got {got!r}, expected {exp!r}: {why}; "
-                       f"max {cmp.max_ulp:.3g} ULP, worst error/tolerance {cmp.worst_ratio:.3g}")
+        cmp.message = _float_message(name, out, o, r, special_bad, err, bound, cmp)
+        cmp.nan_where_finite = special_bad & ~(inf_r | nan_r) & ~is_output_poison(out).flatten()
+    return cmp
+
+
+def _float_message(name, out, o, r, special_bad, err, bound, cmp) -> str:
+    """Which elements are wrong and why, the first of each kind: an element never written (it
+    still holds the output poison, bit for bit), a NaN or Inf where the reference is finite (the
+    kernel produced it, or read it from an input's guard), a finite value where the reference is
+    NaN or Inf, an error beyond the tolerance."""
+    unwritten = special_bad & is_output_poison(out).flatten()
+    finite_r = torch.isfinite(r)
+    kinds = [(unwritten, "never written (it still holds the harness's output poison{})".format(
+                 ", or it is a NaN: this format has one NaN code" if out.dtype in ONE_NAN_CODE else "")),
+             (special_bad & ~unwritten & finite_r,
+              "NaN/Inf placement differs: a NaN or Inf where the reference is finite (the kernel "
+              "produced it: overflow or an invalid operation)"),
+             (special_bad & ~unwritten & ~finite_r, "NaN/Inf placement differs: the reference is NaN "
+              "or Inf here and the output is not, or has the other sign"),
+             (~special_bad & (err > bound), "")]
+    parts = []
+    for mask, why in kinds:
+        count = int(mask.sum())
+        if count:
+            where = int(mask.nonzero()[0])
+            why = why or f"error {err[where].item():.3g} > tolerance {bound[where].item():.3g}"
+            parts.append(f"at {flat_to_index(where, out.shape)} got {o[where].item()!r}, expected "
+                         f"{r[where].item()!r}: {why}" + (f" ({count} elements)" if count > 1 else ""))
+    return (f"{name}: {cmp.mismatches} of {cmp.total} elements out of tolerance; {'; '.join(parts)}; "
+            f"max {cmp.max_ulp:.3g} ULP, worst error/tolerance {cmp.worst_ratio:.3g}")
+
+
+def compare_launches(name: str, first: torch.Tensor, other: torch.Tensor, ref: torch.Tensor,
+                     tol: Tolerance, launch: int, nondeterministic: bool, how: str = "") -> Comparison:
+    """Launch `launch`'s output against the first launch's, on the same inputs: bit for bit, or,
+    for a case declared nondeterministic, each launch within the tolerance of the reference with
+    the spread between them reported."""
+    label = f"{name} (launch {launch})"
+    if nondeterministic:
+        cmp = compare(label, other, ref, tol)
+        a, b = first.detach().cpu().to(torch.float64), other.detach().cpu().to(torch.float64)
+        both = torch.isfinite(a) & torch.isfinite(b)
+        cmp.launch_spread = float((a - b).abs()[both].max()) if bool(both.any()) else 0.0
+        return cmp
+    a, b = bits(first.detach().cpu()), bits(other.detach().cpu())
+    diff = (a != b).flatten()
+    cmp = Comparison(label, not bool(diff.any()), first.numel(), int(diff.sum()))
+    if not cmp.ok:
+        where = int(diff.nonzero()[0])
+        cmp.worst_ratio = float("inf")
+        cmp.worst_index = flat_to_index(where, first.shape)
+        cmp.message = (f"{name}: nondeterministic: {cmp.mismatches} of {cmp.total} elements differ "
+                       f"between launch 1 and launch {launch} on the same inputs{how}; first at "
+                       f"{cmp.worst_index}: {first.flatten()[where].item()!r} vs "
+                       f"{other.flatten()[where].item()!r} (declare Case.nondeterministic if the "
+                       "kernel may legitimately vary)")
     return cmp

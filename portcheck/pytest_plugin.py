@@ -19,6 +19,7 @@ is built once per session in worker processes; `test_portcheck_compile` reads it
 """
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import sys
@@ -28,7 +29,8 @@ import pytest
 
 from .speed.schedule import UnitClock
 from .errors import UsageError
-from .matrix import PROFILES, Matrix
+from .matrix import PROFILES
+from .sanitize import TOOLS
 from .facts.archs import ARCHS
 from .targets.runtime import INTERPRETER_ARCH, RUNTIME_TARGETS, resolve, select_mode
 
@@ -48,11 +50,30 @@ def pytest_addoption(parser):
                 help="an absent device is an error, not a skip")
     g.addoption("--portcheck-report", default=None, metavar="DIR",
                 help="write results.jsonl and matrix.md for the run into DIR")
-    g.addoption("--matrix", default=None, help="matrix file (default: matrices/default.toml if present)")
+    g.addoption("--matrix", default=None, help="matrix file (default: matrices/default.toml if present, "
+                                               "else the one shipped with portcheck)")
+    g.addoption("--cases", default=None, metavar="MODULES",
+                help="comma list of modules that register cases, besides the matrix's case_modules")
     g.addoption("--portcheck-profile", default=None, choices=PROFILES,
                 help="hypothesis profile (default: ci when CI is set, else dev)")
     g.addoption("--portcheck-seed", default=None, type=int,
                 help="session seed (default: 0 under a derandomized profile such as ci, else random)")
+    g.addoption("--as-arch", default=None, metavar="ARCHS",
+                help="comma list of archs, or all: check each case with its launches configured as on "
+                     "that arch, run on --target (evidence X); a test fails with the worst arch's record")
+    g.addoption("--raw-interpreter", action="store_true",
+                help="run the interpreter without portcheck's bf16/fp8/libdevice numerics layer")
+    g.addoption("--portcheck-launches", default=2, type=int, metavar="N",
+                help="launch each example N times on the same inputs; the outputs must match bit for "
+                     "bit unless the case is declared nondeterministic (default: 2)")
+    g.addoption("--portcheck-no-guards", action="store_true",
+                help="no guard bands around outputs and inputs: to diagnose the guards only")
+    g.addoption("--portcheck-sanitize", default=None, choices=TOOLS, metavar="TOOL",
+                help="run each case x dtype in its own process under a GPU checker (cuda: memcheck, "
+                     "racecheck, initcheck, synccheck; rocm: address), as `portcheck run --sanitize` does")
+    g.addoption("--portcheck-fail-on", default=None, choices=("error", "warning"),
+                help="cross-compiling: the least lint severity that fails a compile item "
+                     "(default: the matrix's [compile] fail_on, else error)")
     g.addoption("--bench", action="store_true",
                 help="benchmark each case's bench specs on the GPU target (ceilings, baselines, "
                      "roofline); with -n N each xdist worker owns one GPU")
@@ -62,14 +83,14 @@ class _State:
     """What the plugin decided at configure time, shared by the fixture and the hooks."""
 
     def __init__(self, config):
-        from . import matrix as matrix_mod
+        from .commands._common import DEFAULT_MATRIX, load_cases, load_run_plan
         from .overrides import load as load_overrides
         opt = config.getoption
         self.requested = opt("--target")
         self.target = "compile" if self.requested == "compile" else resolve(self.requested)
         root = Path(str(config.rootpath))
-        path = opt("--matrix") or (root / "matrices/default.toml")
-        self.matrix = matrix_mod.load(path) if Path(path).exists() or opt("--matrix") else Matrix(Path("-"))
+        self.matrix = load_run_plan(opt("--matrix"), default=root / DEFAULT_MATRIX)
+        load_cases(argparse.Namespace(cases=opt("--cases")), self.matrix)
         self.overrides = load_overrides(self.matrix.overrides) if self.matrix.overrides else []
         self.archs = None
         if opt("--arch"):
@@ -78,6 +99,10 @@ class _State:
                 if a not in ARCHS and a != INTERPRETER_ARCH:
                     raise UsageError(f"--arch: unknown arch {a!r}; known: {', '.join(ARCHS)}, "
                                      f"{INTERPRETER_ARCH}")
+        self.as_arch = None   # groups of archs that make the same launches (portcheck.as_arch)
+        if opt("--as-arch"):
+            from .as_arch import groups, parse
+            self.as_arch = groups(parse(opt("--as-arch")))
         self.profile = opt("--portcheck-profile") or ("ci" if os.environ.get("CI") else self.matrix.profile)
         workerinput = getattr(config, "workerinput", None)
         self.seed = (workerinput or {}).get("portcheck_seed", opt("--portcheck-seed"))
@@ -88,8 +113,14 @@ class _State:
         self.report_dir = Path(report) if report else None
         self.is_controller = workerinput is None
         self.bench = bool(opt("--bench"))
+        self.sanitize = opt("--portcheck-sanitize")
+        self.fail_on = opt("--portcheck-fail-on")   # None: the matrix's [compile] fail_on
         self.unit_clock = UnitClock()        # wall time per benchmark unit: the next run's order
         self.session = None
+        # after each runtime case on a GPU: does its context still work? (tests put a fake here)
+        from .supervise import gpu_context_ok
+        self.context_check = gpu_context_ok if self.target in ("cuda", "rocm") else None
+        self.context_lost_after = None       # the test whose kernel left the context unusable
         self.compile_tasks: dict = {}        # task key -> Task, filled at collection
         self._compile_plans: dict = {}
         self._compile_archs = None
@@ -102,7 +133,51 @@ class _State:
                 seed=self.seed, overrides=self.overrides,
                 results_path=self.report_dir / "results.jsonl" if self.report_dir else None,
                 command=shlex.join(["pytest", *sys.argv[1:]]))
+            if self.as_arch:
+                from .session import AsArchSession
+                self.session = AsArchSession(self.session, self.as_arch)
+            if self.sanitize:
+                from .runner import CHECKS
+                from .sanitize import SanitizedSession
+                matrix = ["--matrix", str(self.matrix.path)] if Path(self.matrix.path).is_file() else []
+                self.session = SanitizedSession(self.session, self.sanitize, [*matrix, *CHECKS.flags()])
+            if self.context_check is not None:
+                self.session = _Remembering(self.session)
         return self.session
+
+
+class _Remembering:
+    """A session that keeps the case, dtype and input its last check was on: the failure of a
+    case whose kernel leaves the GPU context unusable names them, with its replay."""
+
+    def __init__(self, session):
+        self._session = session
+        self.last: dict | None = None
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
+
+    def run(self, case, dtype: str, spec: dict | None = None, on_example=None):
+        self.last = {"case": case.name, "family": case.family, "dtype": dtype, "spec": spec}
+
+        def seen(example):
+            self.last["spec"] = example
+            if on_example is not None:
+                on_example(example)
+        return self._session.run(case, dtype, spec=spec, on_example=seen)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """Fix the Triton mode before any conftest is imported: a conftest that imports kernels
+    decorates them at import time, in whichever mode is set then."""
+    known = early_config.known_args_namespace
+    requested = getattr(known, "target", "auto")
+    try:
+        target = "compile" if requested == "compile" else resolve(requested)
+        select_mode(target, raw_interpreter=bool(getattr(known, "raw_interpreter", False)))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -129,13 +204,24 @@ def pytest_configure(config):
             why = avail.reason if not avail.ok else "the interpreter is not a device"
             raise pytest.UsageError(f"--require-device: target {state.requested!r} resolved to "
                                     f"{state.target}, which has no device here: {why}")
-    select_mode(state.target)
     try:
+        select_mode(state.target, raw_interpreter=config.getoption("--raw-interpreter"))
+        from .runner import Checks, configure
+        configure(Checks(guards=not config.getoption("--portcheck-no-guards"),
+                         launches=config.getoption("--portcheck-launches"), sanitize=state.sanitize))
+        if state.sanitize and state.target != "compile":
+            from .sanitize import for_target
+            for_target(state.target, state.sanitize)   # no tool, or not a GPU: stop before collecting
         if state.target != "compile":
             _configure_gpus(config, state)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     if state.report_dir and state.is_controller:
+        if state.report_dir.exists() and not state.report_dir.is_dir():
+            raise pytest.UsageError(f"--portcheck-report={state.report_dir} is a file; it takes a directory")
+        if (state.report_dir / "run.json").exists():   # a `portcheck run` directory: not ours to replace
+            raise pytest.UsageError(f"--portcheck-report={state.report_dir} is a `portcheck run` directory; "
+                                    "choose a new directory for this session's report")
         state.report_dir.mkdir(parents=True, exist_ok=True)
         for name in ("results.jsonl", "matrix.md", "bench.md"):
             (state.report_dir / name).unlink(missing_ok=True)
@@ -265,10 +351,79 @@ def portcheck_session(request):
     return session
 
 
+# ---- a case that leaves the GPU context unusable fails alone --------------------------------------
+
+def _runs_kernels(item) -> bool:
+    return bool({"portcheck_case", "portcheck_bench_spec"} & set(getattr(item, "fixturenames", ())))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """After each case that ran kernels, check the GPU context; when it is lost, this case fails
+    with its input and replay (an error the kernel left behind surfaces here, not in the next
+    case), and no later case runs in this process (pytest_runtest_protocol, pytest_pyfunc_call)."""
+    outcome = yield
+    state = _STATE.get("state")
+    if (call.when != "call" or state is None or state.context_check is None or state.context_lost_after
+            or not _runs_kernels(item) or state.context_check()):
+        return
+    state.context_lost_after = item.nodeid
+    why = _context_lost(state, item)
+    report = outcome.get_result()
+    if report.passed:
+        report.outcome, report.longrepr = "failed", why
+    else:
+        report.sections.append(("portcheck: GPU context", why))
+
+
+def _context_lost(state, item) -> str:
+    """The failure of the case after which the context is unusable; recorded in the report's
+    results.jsonl as an error of that case with its input."""
+    from .runner import reproduce_command
+    from .supervise import fault_record
+    last = getattr(state.session, "last", None) or {}
+    why = "the GPU context is unusable after this case (its kernel left a sticky error)"
+    if not last:
+        return f"{item.nodeid}: {why}"
+    record = fault_record({**last, "arch": state.session.arch,
+                           "reproduce": reproduce_command(state.target, last["case"], last["dtype"], None),
+                           "provenance": state.session.provenance()},
+                          state.target, "gpu", why + (" on the recorded input" if last.get("spec") else ""))
+    if state.report_dir is not None:
+        from .results import append
+        append(state.report_dir / "results.jsonl", record)
+    return (f"{last['case']} {last['dtype']}: {record['message']}\n  input: {last.get('spec')}\n"
+            f"  replay: {record['reproduce']}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist, the worker whose context a case lost ends once that case's reports are
+    sent: xdist replaces it and hands the remaining cases to a healthy one (the crash it reports
+    names this same case: the controller still counts it as running)."""
+    yield
+    state = _STATE.get("state")
+    if state is not None and state.context_lost_after == item.nodeid and hasattr(item.config, "workerinput"):
+        from .supervise import EXIT_CONTEXT_LOST
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_CONTEXT_LOST)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Without xdist the process cannot be replaced: every later case that runs kernels fails
+    with the reason, rather than with the error the lost context would give it."""
+    state = _STATE.get("state")
+    if state is not None and state.context_lost_after and _runs_kernels(pyfuncitem):
+        pytest.fail(f"GPU context lost after {state.context_lost_after}; not run here: rerun with -n N "
+                    "(pytest-xdist) so that a fresh worker process takes the remaining cases", pytrace=False)
+
+
 def _write_bench_report(report_dir, records) -> None:
     if any(r.get("kind") == "bench" for r in records):
         from .speed.report import bench_matrix
-        from .reports.markdown import atomic_write
+        from .reports.output import atomic_write
         atomic_write(report_dir / "bench.md", f"# pytest --bench\n\n{bench_matrix(records)}")
 
 
@@ -298,7 +453,8 @@ def pytest_sessionfinish(session, exitstatus):
         return
     path = state.report_dir / "results.jsonl"
     if path.exists():
-        from .reports.markdown import atomic_write, markdown
+        from .reports.markdown import markdown
+        from .reports.output import atomic_write
         from .results import read
         records = read(path)
         atomic_write(state.report_dir / "matrix.md", markdown(records, f"pytest --target={state.target}"))
@@ -343,15 +499,16 @@ def _compile_plan(state, patterns):
         from dataclasses import replace
         from . import cases
         from .compile.capture import for_cases
-        from .compile.compiler import CompileSettings, plan
+        from .compile.plan import CompileSettings, plan
         settings = getattr(state.matrix, "compile", None) or CompileSettings()
         archs = compile_archs(state)[0]
         chosen = cases.select(list(patterns) if patterns else (state.matrix.kernels or None))
         need = [c for c in chosen if c.variants is None]
-        tasks = plan(chosen, archs, for_cases(need) if need else {}, settings.max_variants)
+        tasks = plan(chosen, archs, for_cases(need, archs) if need else {}, settings.max_variants)
         state._compile_plans[key] = tasks
         state.compile_tasks.update({t.key: t for t in tasks})
-        state.compile_settings = replace(settings, archs=tuple(archs))
+        state.compile_settings = replace(settings, archs=tuple(archs),
+                                         fail_on=state.fail_on or settings.fail_on)
     return state._compile_plans[key]
 
 
@@ -382,8 +539,8 @@ def portcheck_compile_records(request, tmp_path_factory):
     """task key -> Result for the compile items this session runs. The tasks are compiled once,
     in worker processes, in a background thread; under pytest-xdist the workers share the task
     list (each task claimed by one of them) and read each other's records."""
-    from .compile.compiler import compile_tasks
-    from .compile.pool import SharedRecords
+    from .compile.records import compile_tasks
+    from .compile.shared import SharedRecords
     config = request.config
     state = config._portcheck
     keys = []
@@ -424,8 +581,11 @@ def portcheck_compile_records(request, tmp_path_factory):
 
 def pytest_report_header(config):
     state = getattr(config, "_portcheck", None)
-    archs, why = compile_archs(state) if state is not None else ([], "")
-    return f"portcheck: {why}" if archs else None
+    if state is None:
+        return None
+    from .commands._common import plan_sources
+    archs, why = compile_archs(state)
+    return [f"portcheck: {plan_sources(state.matrix)}"] + ([f"portcheck: {why}"] if archs else [])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

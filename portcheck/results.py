@@ -41,6 +41,7 @@ class Result:
     digests: dict = field(default_factory=dict)  # runtime: outputs of fixed small inputs (portcheck.digests)
     diagnosis: list = field(default_factory=list)  # runtime failures: likely causes, strongest first (portcheck.diagnose)
     as_arch: dict = field(default_factory=dict)   # runtime --as-arch: the arch forced, the local one, what changed
+    sanitizer: dict | None = None  # runtime under --sanitize: the checker's report (portcheck.sanitize)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -5,33 +5,56 @@ returns one Result; `replay()` runs exactly one recorded spec again.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-import os
 import shlex
+import zlib
 from dataclasses import dataclass, field
 
 import hypothesis
 import torch
 
-from .cases import CASE_MODULES_ENV, Case
-from .compare import Comparison, compare
+from . import as_arch as forcing
+from . import guards
+from .cases import Case, cases_flag
+from .compare import Comparison, compare, compare_launches, flat_to_index
+from .diagnose import diagnose
+from .errors import UsageError
+from .facts import device as facts_device
 from .overrides import Override
 from .results import Result
 from .targets.runtime import TARGETS
 
-_INT_POISON = {torch.int8: -128, torch.int16: -(2**15), torch.int32: -(2**31), torch.int64: -(2**63),
-               torch.uint8: 0xA5}
-
-
 def poisoned(shape, dtype: torch.dtype, device: str) -> torch.Tensor:
-    """An output buffer pre-filled so that any element the kernel never writes is caught:
-    NaN for floats, a value the kernels never produce (type minimum) for integers."""
-    if dtype.is_floating_point:
-        return torch.full(shape, float("nan"), dtype=dtype, device=device)
-    if dtype == torch.bool:
-        return torch.zeros(shape, dtype=dtype, device=device)
-    return torch.full(shape, _INT_POISON[dtype], dtype=dtype, device=device)
+    """An output buffer pre-filled so that any element the kernel never writes is caught: a NaN
+    with a payload no arithmetic makes for floats (portcheck.guards.OUTPUT_POISON), a value the
+    kernels never produce (type minimum) for integers."""
+    return guards.poison_output(torch.empty(shape, dtype=dtype, device=device))
+
+
+@dataclass(frozen=True)
+class Checks:
+    """What each example checks beyond its outputs' values."""
+    guards: bool = True     # guard bands around outputs and inputs (off only to diagnose)
+    launches: int = 2       # launches on the same inputs, compared bit for bit
+    sanitize: str | None = None   # the worker runs under this sanitizer tool (portcheck/sanitize.py)
+
+    def flags(self) -> list[str]:
+        """The command-line options that select these checks (none for the defaults)."""
+        return ((["--no-guards"] if not self.guards else [])
+                + (["--launches", str(self.launches)] if self.launches != Checks.launches else [])
+                + (["--sanitize", self.sanitize] if self.sanitize else []))
+
+
+CHECKS = Checks()   # this process's checks: `portcheck run` and the pytest plugin set them
+
+
+def configure(checks: Checks) -> None:
+    global CHECKS
+    if checks.launches < 1:
+        raise UsageError(f"--launches must be at least 1, got {checks.launches}")
+    CHECKS = checks
 
 
 def oracle_device(target_name: str) -> str:
@@ -57,29 +80,128 @@ def synchronize(target_name: str) -> None:
         torch.cuda.synchronize()
 
 
+def _outputs(case: Case, args: dict, device: str, guarded: bool):
+    """Fresh poisoned outputs, and their guard bands (none when guards are off)."""
+    shapes = case.outputs(args)
+    if not guarded:
+        return {n: poisoned(shape, dtype, device) for n, (shape, dtype) in shapes.items()}, []
+    bands = [guards.guarded_output(n, shape, dtype, device) for n, (shape, dtype) in shapes.items()]
+    return {b.name: b.tensor for b in bands}, bands
+
+
+def order_seed(spec: dict) -> int:
+    """The seed of the shuffled program order on the interpreter: a function of the spec, so a
+    replay of the spec runs the programs in the same order."""
+    return zlib.crc32(json.dumps(spec, sort_keys=True, default=str).encode())
+
+
+def _program_order(target_name: str, spec: dict, launch: int):
+    """Launches after the first run the interpreter's programs in a shuffled order (a GPU's
+    scheduler varies the order by itself)."""
+    if launch == 0 or TARGETS[target_name].is_gpu:
+        return contextlib.nullcontext()
+    from .targets.interpreter_order import shuffled
+    return shuffled(order_seed(spec) + launch)
+
+
+def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Checks,
+                input_bands: list) -> tuple[list[dict], list[str]]:
+    """Every launch's outputs, and the guard violations seen."""
+    device = TARGETS[target_name].device
+    in_place = {n: args[n].clone() for n in case.in_place if not input_bands and n in args}
+    runs, violations = [], []
+    for launch in range(checks.launches):
+        outs, bands = _outputs(case, args, device, checks.guards)
+        with _program_order(target_name, spec, launch):
+            case.launch(args, outs)
+        synchronize(target_name)
+        runs.append(outs)
+        for band in [*bands, *input_bands]:
+            violations += [v for v in band.violations() if v not in violations]
+        if launch + 1 < checks.launches:   # the next launch sees the same inputs
+            for band in input_bands:
+                if band.in_place:
+                    band.raw.copy_(band.snapshot)
+            for n, before in in_place.items():
+                args[n].copy_(before)
+    return runs, violations
+
+
 def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
-             tol_reason: str = "", keep: dict | None = None) -> list[Comparison]:
-    """Run one spec and compare every output; `keep`, if given, receives the output tensors
-    (portcheck.digests records them for cross-vendor diffs)."""
+             tol_reason: str = "", keep: dict | None = None, checks: Checks | None = None,
+             explain: bool = False) -> list[Comparison]:
+    """Run one spec (launched `checks.launches` times, inside guard bands unless they are off)
+    and compare every output; `keep`, if given, receives the first launch's output tensors
+    (portcheck.digests records them for cross-vendor diffs). `explain` re-runs an example whose
+    output holds an unexplained NaN to tell an out-of-bounds read from a NaN the kernel made."""
+    # under --as-arch the launcher reads the drawn autotune configuration (Case.configs)
+    with facts_device.drawing(spec.get(forcing.CONFIG_KEY)):
+        return _evaluate(case, target_name, spec, tol_factor, tol_reason, keep, checks or CHECKS, explain)
+
+
+def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_reason: str,
+              keep: dict | None, checks: Checks, explain: bool) -> list[Comparison]:
     device = TARGETS[target_name].device
     args = case.make(spec, device)
-    outs = {name: poisoned(shape, dtype, device) for name, (shape, dtype) in case.outputs(args).items()}
-    case.launch(args, outs)
-    synchronize(target_name)
+    input_bands = []
+    if checks.guards:
+        args, input_bands = guards.rehome_inputs(args, case.in_place)
+    runs, violations = _launch_all(case, target_name, spec, args, checks, input_bands)
+    outs = runs[0]
     if keep is not None:
         keep.update(outs)
     args64 = upcast(args, oracle_device(target_name))
     refs = case.oracle(args64)
     tols = case.tolerance(args64, refs, spec["dtype"])
-    comps = []
+    comps = [Comparison("guards", False, 0, worst_ratio=float("inf"), message=v) for v in violations]
     for name, ref in refs.items():
         tol = tols[name]
         if tol_factor != 1.0 and not tol.exact:
             tol = tol.scaled(tol_factor, tol_reason)
         comp = compare(name, outs[name], ref, tol)
         comp.tolerance = tol.summary()
+        if explain and input_bands and unexplained_nan(comp):
+            _explain_nan(case, target_name, spec, [b.names for b in input_bands], name,
+                         outs[name].shape, comp)
         comps.append(comp)
+        for launch, other in enumerate(runs[1:], start=2):
+            shuffled = (f" (programs in shuffled order, seed {order_seed(spec) + launch - 1})"
+                        if not TARGETS[target_name].is_gpu else "")
+            comps.append(compare_launches(name, outs[name], other[name], ref, tol, launch,
+                                          case.nondeterministic, shuffled))
     return comps
+
+
+def unexplained_nan(comp: Comparison) -> bool:
+    """A NaN or Inf where the reference is finite that is not the output poison."""
+    return comp.nan_where_finite is not None and bool(comp.nan_where_finite.any())
+
+
+def _explain_nan(case: Case, target_name: str, spec: dict, input_names: list[list[str]], name: str,
+                 shape, comp: Comparison) -> None:
+    """A NaN where the reference is finite came from outside the inputs if it turns finite when
+    their guards and gaps hold a finite value instead: run the example again so, then once per
+    input with only that input's guards poisoned to name it, and say so in the message."""
+    device = TARGETS[target_name].device
+
+    def rerun(poisoned_input=None):
+        args, _ = guards.rehome_inputs(case.make(spec, device), case.in_place, fill=guards.FINITE_FILL,
+                                       poisoned=poisoned_input)
+        outs, _ = _outputs(case, args, device, True)
+        case.launch(args, outs)
+        synchronize(target_name)
+        return torch.isfinite(outs[name].detach().cpu().flatten().to(torch.float64))
+
+    moved = comp.nan_where_finite & rerun()
+    if not bool(moved.any()):
+        return
+    read = [names for names in input_names if bool((moved & ~rerun(names[0])).any())]
+    which = " and ".join(", ".join(names) for names in (read or input_names))
+    first = int(moved.nonzero()[0])
+    comp.message = (f"{name}: out-of-bounds read: output elements depend on memory outside input "
+                    f"{which}: {int(moved.sum())} of {comp.total} elements (first at "
+                    f"{flat_to_index(first, shape)}) hold NaN/Inf read from its guards or padding, and "
+                    f"turn finite when those hold a finite value; {comp.mismatches} elements out of tolerance")
 
 
 @dataclass
@@ -91,13 +213,19 @@ class _Search:
     metrics: dict = field(default_factory=lambda: {"max_abs": 0.0, "max_rel": 0.0, "max_ulp": 0.0,
                                                    "worst_ratio": 0.0, "mismatches": 0})
     tolerance: dict = field(default_factory=dict)
+    unexplained_nan: bool = False     # the failing example's output holds a NaN of unknown origin
+    failed: list = field(default_factory=list)   # the failing example's failing comparisons
+    first_run: dict | None = None     # the first example that ran (--as-arch: every config on it)
+    configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
+    not_here: list = field(default_factory=list)    # --as-arch: why examples could not run locally
 
     def observe(self, comps: list[Comparison]) -> None:
         if self.failing is None:  # report the formula in force where it failed, else the last
-            self.tolerance = {c.name: c.tolerance for c in comps}
+            # (guard and launch-to-launch comparisons are judged by no formula)
+            self.tolerance = {c.name: c.tolerance for c in comps if c.tolerance}
         for c in comps:
             for k, v in c.metrics().items():
-                self.metrics[k] = max(self.metrics[k], v)
+                self.metrics[k] = max(self.metrics.get(k, 0.0), v)
 
 
 class CaseFailed(AssertionError):
@@ -113,69 +241,120 @@ def _first_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def reproduce_command(target: str, case: str, dtype: str, spec: dict | None, seed=None) -> str:
-    cmd = ["portcheck", "run", "--target", target, "--kernel", case, "--dtype", dtype]
+def reproduce_command(target: str, case: str, dtype: str, spec: dict | None, seed=None,
+                      checks: Checks | None = None, as_arch: str | None = None) -> str:
+    cmd = ["portcheck", "run", *cases_flag(case), "--target", target, "--kernel", case, "--dtype", dtype,
+           *(["--as-arch", as_arch] if as_arch else []), *(checks or CHECKS).flags()]
     if spec is not None:
         cmd += ["--replay", json.dumps(spec, sort_keys=True)]
     elif seed is not None:
         cmd += ["--seed", str(seed)]
-    modules = os.environ.get(CASE_MODULES_ENV)  # cases from outside the registry's built-ins
-    return (f"{CASE_MODULES_ENV}={shlex.quote(modules)} " if modules else "") + shlex.join(cmd)
+    return shlex.join(cmd)
 
 
 def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypothesis.settings,
           max_elements: int, override: Override | None = None, seed: int | None = None,
-          spec: dict | None = None, on_example=None) -> Result:
+          spec: dict | None = None, on_example=None, checks: Checks | None = None,
+          as_arch: list | None = None) -> Result:
     """Search (or, given `spec`, replay) one case x target x dtype; never raises for kernel faults.
 
     `on_example(spec)` is called before each example runs, so a supervisor that sees the process
-    die or hang knows the exact input it was on.
+    die or hang knows the exact input it was on. `as_arch`: archs that share their launches
+    (portcheck.as_arch.groups); the case runs with its launches configured for the first of
+    them, and the record (arch: that one, evidence "as-arch") says what changed to run locally.
     """
-    evidence = "gpu" if TARGETS[target_name].is_gpu else "interpreter"
-    result = Result("runtime", case.name, case.family, dtype, target_name, arch, "pass", evidence,
-                    override=override.to_dict() if override else None)
+    forced = as_arch[0] if as_arch else None
+    evidence = forcing.EVIDENCE if forced else ("gpu" if TARGETS[target_name].is_gpu else "interpreter")
+    result = Result("runtime", case.name, case.family, dtype, target_name, forced.name if forced else arch,
+                    "pass", evidence, override=override.to_dict() if override else None)
     if override is not None and override.action == "skip":
         result.verdict, result.message = "skip", f"skipped by override: {override.reason}"
         return result
     factor = override.factor if override is not None and override.action == "tolerance" else 1.0
     reason = override.reason if override is not None else ""
     search = _Search()
+    strategy = case.inputs(dtype, max_elements)
+    running_as = contextlib.nullcontext   # a fresh context each time it is entered
+    if forced:
+        local = facts_device.local_arch()
+        notes = forcing.Notes()
+        result.as_arch = forcing.record(forced, as_arch, arch, notes, search.not_here)
+        why_not = forcing.no_launch_reason(case, forced, dtype) or forcing.local_obstacle(forced, local, dtype)
+        if why_not:
+            result.verdict, result.message = "skip", why_not
+            result.reproduce = reproduce_command(target_name, case.name, dtype, None, seed, checks, forced.name)
+            return result
+        n_configs = len(case.configs(forced, dtype)) if case.configs is not None else 0
+        if n_configs:   # every configuration the arch declares is one hypothesis may draw
+            strategy = hypothesis.strategies.tuples(strategy, hypothesis.strategies.integers(0, n_configs - 1)) \
+                .map(lambda drawn: {**drawn[0], forcing.CONFIG_KEY: drawn[1]})
+        running_as = lambda: forcing.forcing(forced, local, notes)  # noqa: E731
 
     def prop(example):
         search.examples += 1
         search.current = example
         if on_example is not None:
             on_example(example)
-        comps = evaluate(case, target_name, example, factor, reason)
+        try:
+            comps = evaluate(case, target_name, example, factor, reason, checks=checks)
+        except facts_device.NotRunnableHere as exc:   # recorded in the record's as_arch.skipped
+            search.examples -= 1
+            if str(exc) not in search.not_here:
+                search.not_here.append(str(exc))
+            if hypothesis.currently_in_test_context():
+                hypothesis.reject()
+            return
+        search.first_run = search.first_run or example
+        search.configs_run.add(example.get(forcing.CONFIG_KEY))
         search.observe(comps)
         worst = max((c.worst_ratio for c in comps), default=0.0)
-        if spec is None:  # steer the search toward larger errors (a replay has no search)
+        # steer the search toward larger errors (neither a replay nor --as-arch's configurations
+        # that hypothesis did not draw are a search)
+        if spec is None and hypothesis.currently_in_test_context():
             hypothesis.target(worst if math.isfinite(worst) else 1e300, label="error / tolerance")
         bad = [c for c in comps if not c.ok]
         if bad:
-            search.failing, search.message = example, "; ".join(c.message for c in bad)
+            search.failing, search.message, search.failed = example, "; ".join(c.message for c in bad), bad
+            search.unexplained_nan = any(unexplained_nan(c) for c in bad)
             raise CaseFailed(search.message)
 
     try:
-        if spec is not None:
-            prop(spec)
-        else:
-            test = hypothesis.given(case.inputs(dtype, max_elements))(prop)
-            if override is not None and override.action == "xfail":
-                # an expected failure needs no minimal example: skip the costly shrink phase
-                settings = hypothesis.settings(settings, phases=[p for p in settings.phases
-                                                                 if p != hypothesis.Phase.shrink])
-            test = settings(test)
-            if seed is not None:
-                test = hypothesis.seed(seed)(test)
-            test()
+        with running_as():
+            if spec is not None:
+                prop(spec)
+            else:
+                test = hypothesis.given(strategy)(prop)
+                if override is not None and override.action == "xfail":
+                    # an expected failure needs no minimal example: skip the costly shrink phase
+                    settings = hypothesis.settings(settings, phases=[p for p in settings.phases
+                                                                     if p != hypothesis.Phase.shrink])
+                test = settings(test)
+                if seed is not None:
+                    test = hypothesis.seed(seed)(test)
+                test()
+                if forced and case.configs is not None and search.first_run is not None:
+                    # the configurations hypothesis did not draw, each on the first input that ran
+                    for index in range(len(case.configs(forced, dtype))):
+                        if index not in search.configs_run:
+                            prop({**search.first_run, forcing.CONFIG_KEY: index})
     except CaseFailed:
         result.verdict, result.message = "fail", search.message
+        with running_as():
+            if search.unexplained_nan and (checks or CHECKS).guards:   # only the example reported
+                comps = evaluate(case, target_name, search.failing, factor, reason, checks=checks, explain=True)
+                search.failed = [c for c in comps if not c.ok]
+                result.message = "; ".join(c.message for c in search.failed)
+            if override is None or override.action != "xfail":   # a known failure is not diagnosed again
+                result.diagnosis = [f.to_dict() for f in diagnose(case, target_name, dtype, search.failing,
+                                                                  search.failed, arch=arch)]
     except Exception as exc:  # a kernel, launcher or oracle fault fails this case only
         exc = _first_cause(exc)
         result.verdict = "error"
         result.message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         search.failing = search.failing or search.current
+    if search.not_here and search.examples == 0 and result.verdict in ("pass", "error"):
+        # --as-arch: no input could run on the local device (hypothesis gave up, or the replay)
+        result.verdict, result.message = "skip", "; ".join(search.not_here)
     result.examples = search.examples
     result.metrics = search.metrics
     result.tolerance = search.tolerance
@@ -188,7 +367,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             result.verdict = "xpass"
             result.message = (f"strict xfail: passed although the override says '{override.reason}'; "
                               "remove the entry from the overrides manifest")
-    result.reproduce = reproduce_command(target_name, case.name, dtype, result.failing_input, seed)
+    result.reproduce = reproduce_command(target_name, case.name, dtype, result.failing_input, seed, checks,
+                                         forced.name if forced else None)
     return result
 
 

@@ -10,10 +10,18 @@ from ..errors import UsageError
 
 DEFAULT_MATRIX = Path("matrices/default.toml")
 DEFAULT_OVERRIDES = Path("matrices/overrides.toml")
+# What a folder without matrices/default.toml gets: copies of portcheck's own default matrix and
+# overrides shipped in the package (tests/harness/test_byo.py keeps them equal to matrices/)
+PACKAGED_MATRIX = Path(__file__).resolve().parent.parent / "data" / "default.toml"
 
 
 def csv(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
+    """The names of a comma list; a list given but naming nothing (',' or '') is a usage error,
+    not "everything"."""
+    names = [t.strip() for t in (text or "").split(",") if t.strip()]
+    if text is not None and not names:
+        raise UsageError(f"the comma list {text!r} names nothing; leave the option out to mean all")
+    return names
 
 
 def check_dtypes(selected, dtypes) -> None:
@@ -37,8 +45,7 @@ def json_spec(flag: str, text: str, what: str) -> dict:
 
 
 def named_case(selected: list, kernel: str | None) -> list:
-    """The one case a single --kernel names exactly (`softmax` names a case and its family),
-    else the selection as it was."""
+    """The one case a single --kernel names exactly, else the selection as it was."""
     names = csv(kernel)
     exact = [c for c in selected if c.name in names]
     return exact if len(names) == 1 and len(exact) == 1 else selected
@@ -57,18 +64,41 @@ def writable_dir(path: str | Path) -> Path:
 
 
 def timestamped(base: str | Path) -> Path:
-    return Path(base) / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    """A new directory name under base: the time, then the process id, so that two runs started
+    in the same second never share one (and a counter for the same process)."""
+    name = f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    path, n = Path(base) / name, 1
+    while path.exists():
+        n += 1
+        path = Path(base) / f"{name}-{n}"
+    return path
 
 
 def load_run_plan(path: str | Path | None, default: Path = DEFAULT_MATRIX):
-    """The run plan of the matrix file given, else of `default` when it exists, else the
-    built-in defaults."""
-    from ..matrix import RunPlan, load
+    """The run plan of the matrix file given, else of `default` when it exists, else of the
+    default matrix shipped in the package: the same defaults in any folder."""
+    from ..matrix import load
     if path:
         return load(path)
-    if default.exists():
-        return load(default)
-    return RunPlan(path=Path("<built-in defaults>"))
+    return load(default if default.exists() else PACKAGED_MATRIX)
+
+
+def plan_sources(matrix) -> str:
+    """Which matrix and overrides a run used, for its console, run.json and report header."""
+    return f"matrix {matrix.path}; overrides {matrix.overrides or 'none'}"
+
+
+def add_cases_argument(p) -> None:
+    p.add_argument("--cases", metavar="MODULES",
+                   help="comma list of modules that register cases (imported from the current "
+                        "directory or the installed packages), besides the matrix's case_modules")
+
+
+def load_cases(args, matrix) -> None:
+    """Register the cases of --cases and of the matrix's case_modules before any selection."""
+    from .. import cases
+    cases.add_modules(matrix.case_modules, f"{matrix.path}: case_modules")
+    cases.add_modules(csv(getattr(args, "cases", None)))
 
 
 def add_overrides_argument(p) -> None:

@@ -110,12 +110,13 @@ def main(args) -> int:
     settings = _settings(args, matrix)
     archs = [ARCHS[a] for a in parse_archs(args.arch)] if args.arch else None
     work = _plan(args, matrix, settings)
-    if args.time_limit is not None and not 0 < args.time_limit < float("inf"):   # before --out is made
-        raise UsageError(f"--time-limit must be a positive number of seconds, got {args.time_limit}")
-    out = writable_dir(args.out or timestamped("reports"))
+    out = Path(args.out) if args.out else timestamped("reports")
     results_path = out / "results.jsonl"
     if results_path.exists():
         raise UsageError(f"{results_path} exists already; choose a new --out")
+    if args.time_limit is not None and not 0 < args.time_limit < float("inf"):   # before --out is made
+        raise UsageError(f"--time-limit must be a positive number of seconds, got {args.time_limit}")
+    out = writable_dir(out)
     command = shlex.join(["portcheck", *sys.argv[1:]]) if sys.argv[1:2] == ["bench"] else "portcheck bench"
     if args.model_only:
         status = _model_only(work, archs, results_path, command)

@@ -100,6 +100,8 @@ def main(args) -> int:
     results_path = out / "results.jsonl"
     if results_path.exists():
         raise UsageError(f"{results_path} exists already; choose a new --out")
+    from ..reports.output import own
+    lock = own(out)   # noqa: F841  one process per output directory, until this command ends
     overrides = []
     if matrix.overrides:
         from ..overrides import load as load_overrides

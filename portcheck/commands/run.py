@@ -18,23 +18,30 @@ from pathlib import Path
 from .. import cases as registry
 from .. import results
 from ..errors import UsageError
-from ..matrix import PROFILES, Matrix, load
+from ..matrix import PROFILES, RunPlan
 from ..overrides import load as load_overrides
-from ..reports.markdown import atomic_write, markdown
-from ..supervise import EXIT_CONTEXT_LOST, announce, inflight_path, supervise
+from ..reports.markdown import markdown
+from ..reports.output import atomic_write, owned
+from ..sanitize import TIME_SCALE, TOOLS, for_target, run_each
+from ..supervise import (EXIT_CONTEXT_LOST, Stopped, Unfinished, announce, finish, gpu_context_ok, inflight_path,
+                         stopping_on_signals, supervise)
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
-from ._common import check_dtypes, csv, json_spec, named_case, timestamped, writable_dir
+from ..targets.runtime import target as runtime_target
+from ._common import (DEFAULT_MATRIX, add_cases_argument, check_dtypes, csv, json_spec, load_cases, load_run_plan,
+                      named_case, plan_sources, timestamped, writable_dir)
 
 NAME = "run"
 HELP = "check kernels against float64 oracles on this machine's targets and write a report"
-DEFAULT_MATRIX = Path("matrices/default.toml")
 RUN_MANIFEST = "run.json"
+REPLAY_EXAMPLES = 30   # drawn from a case's strategy to check a --replay spec against
 
 
 def add_arguments(p) -> None:
     p.add_argument("--matrix", help=f"matrix file (default: {DEFAULT_MATRIX} if present)")
     p.add_argument("--target", help="comma list of cuda, rocm, interpreter, auto (default: the matrix's)")
-    p.add_argument("--kernel", help="comma list of case names or globs (default: the matrix's, else all)")
+    p.add_argument("--kernel", help="comma list of case names or globs, or family:NAME (default: the "
+                                    "matrix's, else all)")
+    add_cases_argument(p)
     p.add_argument("--dtype", help="comma list of dtypes (default: each case's own)")
     p.add_argument("--out", help="report directory, new or empty (default: reports/<timestamp>)")
     p.add_argument("--profile", choices=PROFILES, help="hypothesis profile (default: the matrix's)")
@@ -43,25 +50,40 @@ def add_arguments(p) -> None:
     p.add_argument("--replay", metavar="JSON", help="rerun exactly this input spec (from a failure)")
     p.add_argument("--timeout", type=float, help="seconds one case may run (default: the matrix's)")
     p.add_argument("--no-time", action="store_true", help="skip the median-time column on GPUs")
+    p.add_argument("--launches", type=int, default=2, metavar="N",
+                   help="launch each example N times on the same inputs; the outputs must match bit "
+                        "for bit unless the case is declared nondeterministic (default: 2)")
+    p.add_argument("--no-guards", action="store_true",
+                   help="no guard bands around outputs and inputs: to diagnose the guards only")
+    p.add_argument("--sanitize", choices=TOOLS, metavar="TOOL",
+                   help="run each case x dtype in its own worker under a GPU checker: cuda: memcheck, "
+                        "racecheck, initcheck, synccheck (compute-sanitizer); rocm: address (Triton's "
+                        "ASan build); the per-case time limit is scaled by "
+                        + ", ".join(f"{t} x{k}" for t, k in TIME_SCALE.items()))
+    p.add_argument("--as-arch", metavar="ARCHS",
+                   help="comma list of archs, or all: check each case with its launches configured as on "
+                        "that arch (tiles, warps, stages, every autotune config), run on the local target; "
+                        "evidence X in the reports")
+    p.add_argument("--raw-interpreter", action="store_true",
+                   help="run the interpreter without portcheck's bf16/fp8/libdevice numerics layer")
     p.add_argument("--worker", metavar="RESULTS", help=argparse.SUPPRESS)
 
 
-def _plan(args) -> tuple[Matrix, list[str], list, list[str] | None]:
-    if args.matrix:
-        matrix = load(args.matrix)
-    elif DEFAULT_MATRIX.exists():
-        matrix = load(DEFAULT_MATRIX)
-    else:
-        matrix = Matrix(path=Path("<built-in defaults>"))
+def _plan(args) -> tuple[RunPlan, list[str], list, list[str] | None]:
+    matrix = load_run_plan(args.matrix)
     if args.timeout is not None:
-        if args.timeout <= 0:
-            raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
+        if not 0 < args.timeout < float("inf"):   # NaN included: it would turn the hang guard off
+            raise UsageError(f"--timeout must be positive and finite (seconds), got {args.timeout:g}")
         matrix.timeout = args.timeout
     targets = csv(args.target) or matrix.targets
     for t in targets:
         if t not in (*RUNTIME_TARGETS, "auto"):
             raise UsageError(f"unknown target {t!r}; known: {', '.join(RUNTIME_TARGETS)}, auto")
     targets = list(dict.fromkeys(resolve(t) for t in targets))
+    load_cases(args, matrix)
+    if args.as_arch:   # an unknown arch stops the run before it starts
+        from ..as_arch import groups, parse
+        args.as_arch_groups = groups(parse(args.as_arch))
     selected = registry.select(csv(args.kernel) or matrix.kernels)
     dtypes = csv(args.dtype) or matrix.dtypes or None
     check_dtypes(selected, dtypes)
@@ -72,59 +94,155 @@ def _plan(args) -> tuple[Matrix, list[str], list, list[str] | None]:
         selected = named_case(selected, args.kernel)
         if len(selected) != 1 or len(targets) != 1:
             raise UsageError("--replay needs exactly one --kernel and one --target")
+        _check_replay(selected[0], spec, dtypes, matrix.max_elements["interpreter" if targets[0] == "interpreter"
+                                                                     else "gpu"])
         args.replay_spec = spec
     return matrix, targets, selected, dtypes
 
 
+def _check_replay(case, spec: dict, dtypes, budget: int) -> None:
+    """The spec must be in the case's input domain (validation.replay_spec), checked against
+    examples the case's own strategy draws, before anything runs."""
+    import hypothesis
+    from ..validation import replay_spec
+    dtype = spec["dtype"]
+    if dtype not in case.dtypes or (dtypes and dtype not in dtypes):
+        raise UsageError(f"--replay: dtype {dtype!r} is not one this run checks {case.name} in "
+                         f"({', '.join(d for d in case.dtypes if not dtypes or d in dtypes)})")
+    examples: list[dict] = []
+
+    def enough(example) -> bool:
+        examples.append(example)
+        return len(examples) >= REPLAY_EXAMPLES
+    draw = hypothesis.settings(database=None, max_examples=REPLAY_EXAMPLES, phases=[hypothesis.Phase.generate],
+                               suppress_health_check=list(hypothesis.HealthCheck))
+    try:
+        hypothesis.find(case.inputs(dtype, budget), enough, settings=draw)
+    except hypothesis.errors.NoSuchExample:   # fewer distinct inputs than asked for: all were seen
+        pass
+    replay_spec(spec, examples, budget, f"--replay for {case.name}")
+
+
 def main(args) -> int:
     if args.worker:  # fix the Triton mode before _plan imports any kernel module
-        select_mode(args.target)
+        select_mode(args.target, raw_interpreter=args.raw_interpreter)
+    from ..runner import configure
+    configure(_checks(args))    # a bad --launches stops the run before it starts
     matrix, targets, selected, dtypes = _plan(args)
     if args.worker:
-        return _work(args, matrix, targets[0], selected, dtypes)
+        try:
+            return _work(args, matrix, targets[0], selected, dtypes)
+        except OSError as exc:   # a full disk: one line; the supervisor records the case in flight
+            raise UsageError(f"cannot write {exc.filename or args.worker}: {exc.strerror or exc}") from None
+    sanitizers = {t: for_target(t, args.sanitize) for t in targets} if args.sanitize else {}
+    for t in targets:   # before anything is written: an unavailable target is a usage error
+        available = runtime_target(t).availability()
+        if not available.ok:
+            raise UsageError(f"target {t} is not available: {available.reason}")
     out = Path(args.out) if args.out else timestamped("reports")
     if (out / "results.jsonl").exists():
         raise UsageError(f"{out / 'results.jsonl'} exists already; choose a new --out")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out {out} is not an empty directory; a run writes into a new or empty one")
     out = writable_dir(out)
+    with owned(out):   # one process per run directory: a second run into it gets exit status 2
+        return _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out)
+
+
+def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Path) -> int:
     results_path = out / "results.jsonl"
     from ..strategies import session_seed
     seed = args.seed if args.seed is not None else session_seed(args.profile or matrix.profile)
     manifest = {"command": shlex.join(["portcheck", *sys.argv[1:]]), "targets": targets,
                 "seed": seed, "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "status": "running"}
+                "status": "running", "matrix": str(matrix.path),
+                "overrides": str(matrix.overrides) if matrix.overrides else None}
+    print(f"portcheck run: {plan_sources(matrix)}", flush=True)
     atomic_write(out / RUN_MANIFEST, json.dumps(manifest, indent=2))
-    status, interrupted = 0, False
+    status, stopped, unfinished = 0, "", []
     try:
-        for target in targets:
-            cmd = [sys.executable, "-m", "portcheck", *_child_argv(args, target, seed, results_path)]
-            env = dict(os.environ)
-            env.pop("TRITON_INTERPRET", None)
-            if target == "interpreter":
-                env["TRITON_INTERPRET"] = "1"
-            print(f"== {target}: portcheck {shlex.join(cmd[3:])}", flush=True)
-            status = max(status, supervise(cmd, env, results_path, target, matrix.timeout))
-    except KeyboardInterrupt:
-        interrupted, status = True, 130
-        print("\nportcheck: interrupted; writing the partial report", file=sys.stderr, flush=True)
+        with stopping_on_signals():
+            status = _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, results_path, seed,
+                                        unfinished)
+    except (KeyboardInterrupt, Stopped) as exc:
+        stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        status = 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
+        print(f"\nportcheck: {stopped}; writing the partial report", file=sys.stderr, flush=True)
+    except OSError as exc:   # a full disk, say: say so in one line and keep what was written
+        stopped, status = f"cannot write {exc.filename or results_path}: {exc.strerror or exc}", 1
+        print(f"portcheck: error: {stopped}", file=sys.stderr, flush=True)
     records = results.read(results_path) if results_path.exists() else []
-    manifest.update(status="interrupted" if interrupted else "complete",
+    manifest.update(status="interrupted" if stopped else "partial" if unfinished else "complete",
                     finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
-    title = f"portcheck run ({', '.join(targets)})" + (" - PARTIAL: interrupted" if interrupted else "")
+    if stopped or unfinished:
+        manifest["why"] = "; ".join(filter(None, [stopped, *unfinished]))
+    title = f"portcheck run ({', '.join(targets)})"
+    if stopped or unfinished:
+        title += f" - PARTIAL: {manifest['why']}"
     atomic_write(out / "matrix.md", markdown(records, title))
     atomic_write(out / RUN_MANIFEST, json.dumps(manifest, indent=2))
     print(f"\nreport: {out / 'matrix.md'}\nresults: {results_path}")
     return status
 
 
+def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, results_path: Path, seed: int,
+                       unfinished: list) -> int:
+    """Each target's worker(s) under supervision; a worker that stopped outside any case is
+    listed in `unfinished` (the run is then partial) and the next target still runs."""
+    status = 0
+    for target in targets:
+        cmd = [sys.executable, "-m", "portcheck", *_child_argv(args, target, seed, results_path)]
+        env = dict(os.environ)
+        env.pop("TRITON_INTERPRET", None)
+        if target == "interpreter":
+            env["TRITON_INTERPRET"] = "1"
+        print(f"== {target}: portcheck {shlex.join(cmd[3:])}", flush=True)
+        try:
+            if target in sanitizers:   # one worker per case x dtype, so a finding names its case
+                status = max(status, run_each(sanitizers[target], _units(args, selected, dtypes),
+                                              _one_unit_command(args, target, seed), env, results_path,
+                                              target, matrix.timeout))
+            else:
+                status = max(status, supervise(cmd, env, results_path, target, matrix.timeout))
+        except Unfinished as exc:   # its remaining cases never ran: the run is partial
+            unfinished.append(str(exc))
+            status = max(status, 1)
+            print(f"portcheck: {exc}", file=sys.stderr, flush=True)
+    return status
+
+
 def _child_argv(args, target: str, seed: int, results_path: Path) -> list[str]:
     argv = ["run", "--target", target, "--seed", str(seed), "--worker", str(results_path)]
-    for flag in ("matrix", "kernel", "dtype", "profile", "replay"):
+    for flag in ("matrix", "cases", "kernel", "dtype", "profile", "replay", "as_arch"):
         value = getattr(args, flag)
         if value:
-            argv += [f"--{flag}", value]
+            argv += [f"--{flag.replace('_', '-')}", value]
     if args.no_time:
         argv.append("--no-time")
-    return argv
+    if args.raw_interpreter:
+        argv.append("--raw-interpreter")
+    return argv + _checks(args).flags()
+
+
+def _checks(args):
+    from ..runner import Checks
+    return Checks(guards=not args.no_guards, launches=args.launches, sanitize=args.sanitize)
+
+
+def _units(args, selected, dtypes) -> list[tuple[str, str]]:
+    """Every case x dtype the run checks (a replay: its spec's dtype only)."""
+    spec = getattr(args, "replay_spec", None)
+    return [(c.name, d) for c in selected for d in c.dtypes
+            if (dtypes is None or d in dtypes) and (spec is None or spec.get("dtype") == d)]
+
+
+def _one_unit_command(args, target: str, seed: int):
+    """The worker command that checks one case x dtype (untimed: timing under a sanitizer means
+    nothing) into a given results file."""
+    def command(case: str, dtype: str, results_path: Path) -> list[str]:
+        one = argparse.Namespace(**{**vars(args), "kernel": case, "dtype": dtype, "no_time": True})
+        return [sys.executable, "-m", "portcheck", *_child_argv(one, target, seed, results_path)]
+    return command
 
 
 def _done(results_path: Path, target: str) -> set[tuple[str, str]]:
@@ -134,30 +252,26 @@ def _done(results_path: Path, target: str) -> set[tuple[str, str]]:
             if r.get("kind") == "runtime" and r.get("target") == target}
 
 
-def _gpu_context_ok() -> bool:
-    import torch
-    try:
-        torch.cuda.synchronize()
-        return torch.ones(1, device="cuda").add_(1).item() == 2.0
-    except Exception:
-        return False
-
-
-def _work(args, matrix: Matrix, target: str, selected, dtypes) -> int:
+def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
     """Worker process: fixed to one target's Triton mode; appends one record per case x dtype."""
     from ..session import Session
+    from ..supervise import watch_supervisor
+    watch_supervisor()
     results_path = Path(args.worker)
     command = shlex.join(["portcheck", "run", "--target", target, "--seed", str(args.seed)]
                          + (["--kernel", args.kernel] if args.kernel else [])
-                         + (["--dtype", args.dtype] if args.dtype else []))
+                         + (["--dtype", args.dtype] if args.dtype else [])
+                         + (["--as-arch", args.as_arch] if args.as_arch else []))
     overrides = load_overrides(matrix.overrides) if matrix.overrides else []
     session = Session(target, profile=args.profile or matrix.profile, max_elements=matrix.max_elements,
                       seed=args.seed, overrides=overrides, results_path=results_path,
                       time=matrix.time and not args.no_time, command=command)
-    if not session.availability.ok:
-        print(f"{target}: not available: {session.availability.reason}", flush=True)
-        return 0
     inflight = inflight_path(results_path, target)
+    if not session.availability.ok:   # the supervisor checked it; a worker says it stopped early
+        raise UsageError(f"{target}: not available: {session.availability.reason}")
+    if target == "interpreter" and args.launches > 1:
+        from ..targets.interpreter_order import check_supported
+        check_supported()   # launches after the first shuffle the programs' order
     done = _done(results_path, target)
     provenance = session.provenance()
     failed = any(r.get("verdict") in ("fail", "error", "xpass") for r in
@@ -170,6 +284,10 @@ def _work(args, matrix: Matrix, target: str, selected, dtypes) -> int:
                 message=f"kernel module does not import: {why}", provenance=provenance).to_dict())
             print(f"{target}/{session.arch} {module}: does not import: {why}", flush=True)
         failed = True
+    if args.as_arch:   # each arch's launch configurations instead of the local device's
+        failed |= _work_as_arch(args, session, target, selected, dtypes, inflight, provenance)
+        finish(inflight, failed)
+        return 1 if failed else 0
     for case in selected:
         for dtype in [d for d in case.dtypes if dtypes is None or d in dtypes]:
             spec = getattr(args, "replay_spec", None)
@@ -190,10 +308,50 @@ def _work(args, matrix: Matrix, target: str, selected, dtypes) -> int:
             extra = f" {r.metrics['max_ulp']:.3g} ulp" if r.verdict != "error" and r.metrics else ""
             print(f"{target}/{session.arch} {case.name:<24} {dtype:<8} {r.verdict:<6}{extra}"
                   f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
+            for rank, cause in enumerate(r.diagnosis[:3], start=1):   # the evidence of the first
+                print(f"    likely cause {rank}: {cause['cause']}"
+                      + (f" ({cause['evidence']})" if rank == 1 and cause["evidence"] else ""), flush=True)
             if not r.passed:
                 print(f"    replay: {r.reproduce}", flush=True)
-            if r.verdict == "error" and session.target.is_gpu and not _gpu_context_ok():
+            if r.verdict == "error" and session.target.is_gpu and not gpu_context_ok():
                 print(f"{target}: the GPU context is unusable after this case; restarting the worker",
                       flush=True)
                 sys.exit(EXIT_CONTEXT_LOST)
+    finish(inflight, failed)   # the only normal end: any other exit is a fault of the case in flight
     return 1 if failed else 0
+
+
+def _work_as_arch(args, session, target: str, selected, dtypes, inflight: Path, provenance: dict) -> bool:
+    """The worker's loop under --as-arch: each case x dtype once per group of archs that make the
+    same launches, one record per arch; True when any failed."""
+    from ..runner import reproduce_command
+    results_path = Path(args.worker)
+    done = {(r["case"], r["dtype"], r["arch"]) for r in (results.read(results_path) if results_path.exists() else [])
+            if r.get("target") == target and r.get("evidence") == "as-arch"}
+    spec = getattr(args, "replay_spec", None)
+    failed = False
+    for group in args.as_arch_groups:
+        for case in selected:
+            for dtype in [d for d in case.dtypes if dtypes is None or d in dtypes]:
+                if (case.name, dtype, group[0].name) in done or (spec is not None and spec.get("dtype") != dtype):
+                    continue
+                state = {"case": case.name, "family": case.family, "dtype": dtype, "arch": group[0].name,
+                         "started": __import__("time").time(), "provenance": provenance,
+                         "reproduce": reproduce_command(target, case.name, dtype, None, as_arch=group[0].name)}
+                announce(inflight, state)
+
+                def on_example(example, state=state):
+                    announce(inflight, {**state, "spec": example})
+
+                for r in session.run_as_arch(case, dtype, group, spec=spec, on_example=on_example):
+                    failed |= not r.passed
+                    print(f"{target}/{session.arch} as {r.arch:<8} {case.name:<24} {dtype:<8} {r.verdict:<6}"
+                          f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
+                    if not r.passed:
+                        print(f"    replay: {r.reproduce}", flush=True)
+                inflight.unlink(missing_ok=True)
+                if r.verdict == "error" and session.target.is_gpu and not gpu_context_ok():
+                    print(f"{target}: the GPU context is unusable after this case; restarting the worker",
+                          flush=True)
+                    sys.exit(EXIT_CONTEXT_LOST)
+    return failed

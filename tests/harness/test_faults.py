@@ -69,7 +69,7 @@ def test_each_fault_fails_only_its_case(fault_run, case):
     assert r["verdict"] == verdict, r["message"]
     assert words in r["message"]
     if verdict != "pass":
-        assert r["reproduce"].startswith("PORTCHECK_CASE_MODULES=tests.support.fault_cases portcheck run")
+        assert r["reproduce"].startswith("portcheck run --cases tests.support.fault_cases ")
         assert f"--kernel {case}" in r["reproduce"]
         assert r["failing_input"] is not None and "--replay" in r["reproduce"]
 

@@ -251,10 +251,13 @@ exec "$@"
 
 WORKER = """
 import json, sys
+from pathlib import Path
 from portcheck import results
+from portcheck.supervise import finish, inflight_path
 case, dtype, path = sys.argv[1:4]
 for c, d in [("broken_module", "-"), (case, dtype)]:
     results.append(path, {"kind": "runtime", "case": c, "dtype": d, "verdict": "pass", "message": ""})
+finish(inflight_path(Path(path), "cuda"), False)   # a worker's normal end: any other is a fault
 """
 
 

@@ -125,7 +125,7 @@ def real_run(tmp_root: Path) -> Path:
         out = Path(tmp_root) / "real-run"
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         proc = subprocess.run([sys.executable, "-m", "portcheck", "run", "--target", "interpreter", "--kernel",
-                               "softmax", "--dtype", "fp32", "--matrix", "matrices/ci.toml", "--seed", "7",
+                               "softmax,softmax_long", "--dtype", "fp32", "--matrix", "matrices/ci.toml", "--seed", "7",
                                "--out", str(out)], capture_output=True, text=True, timeout=600, env=env,
                               cwd=Path(__file__).resolve().parents[2])
         assert proc.returncode == 0, proc.stdout + proc.stderr
