@@ -13,6 +13,9 @@ from pathlib import Path
 
 SCHEMA = "portcheck.result/1"
 VERDICTS = ("pass", "fail", "xfail", "xpass", "skip", "error")
+# a runtime record's `phases`: seconds per phase of its check (portcheck.runner; shrink: everything
+# after the first failure), then the session's median-time measurement and digests
+PHASES = ("inputs", "compile", "launches", "oracle", "compare", "diagnosis", "shrink", "timing", "digests")
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Result:
     diagnosis: list = field(default_factory=list)  # runtime failures: likely causes, strongest first (portcheck.diagnose)
     as_arch: dict = field(default_factory=dict)   # runtime --as-arch: the arch forced, the local one, what changed
     sanitizer: dict | None = None  # runtime under --sanitize: the checker's report (portcheck.sanitize)
+    phases: dict = field(default_factory=dict)   # runtime: seconds per phase (portcheck.runner.PHASES)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -95,6 +99,15 @@ class BatchedAppender:
 
     def __exit__(self, *exc) -> None:
         self.flush()
+
+
+def phase_totals(records: list[dict]) -> dict[str, float]:
+    """Seconds per phase summed over the records, in the order of PHASES."""
+    totals = {phase: 0.0 for phase in PHASES}
+    for r in records:
+        for phase, seconds in (r.get("phases") or {}).items():
+            totals[phase] = totals.get(phase, 0.0) + seconds
+    return {phase: seconds for phase, seconds in totals.items() if seconds > 0}
 
 
 def read(path: Path) -> list[dict]:

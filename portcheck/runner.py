@@ -9,6 +9,7 @@ import contextlib
 import json
 import math
 import shlex
+import time
 import zlib
 from dataclasses import dataclass, field
 
@@ -23,8 +24,10 @@ from .diagnose import diagnose
 from .errors import UsageError
 from .facts import device as facts_device
 from .overrides import Override
-from .results import Result
+from .results import PHASES, Result
 from .targets.runtime import TARGETS
+
+SHRINK_SHARE = 0.8   # of the per-case time limit the search may use: the rest is for digests and the record
 
 def poisoned(shape, dtype: torch.dtype, device: str) -> torch.Tensor:
     """An output buffer pre-filled so that any element the kernel never writes is caught: a NaN
@@ -80,6 +83,38 @@ def synchronize(target_name: str) -> None:
         torch.cuda.synchronize()
 
 
+class PhaseClock:
+    """Seconds per phase of one check. The first launch of the check counts as "compile" (it
+    JIT-compiles the kernel); once a failure is seen, everything counts as "shrink"."""
+
+    def __init__(self, target_name: str | None = None):
+        self.target_name = target_name   # None: a clock that records nothing
+        self.seconds: dict[str, float] = {}
+        self.shrinking = False
+
+    @contextlib.contextmanager
+    def timing(self, phase: str):
+        if self.target_name is None:
+            yield
+            return
+        if self.shrinking:
+            phase = "shrink"
+        elif phase == "launches" and "compile" not in self.seconds:
+            phase = "compile"
+        start = time.perf_counter()
+        try:
+            yield
+            synchronize(self.target_name)   # a GPU's work is done before the clock is read
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
+
+    def rounded(self) -> dict[str, float]:
+        return {p: round(self.seconds[p], 4) for p in PHASES if p in self.seconds}
+
+
+NO_CLOCK = PhaseClock()
+
+
 def _outputs(case: Case, args: dict, device: str, guarded: bool):
     """Fresh poisoned outputs, and their guard bands (none when guards are off)."""
     shapes = case.outputs(args)
@@ -105,19 +140,21 @@ def _program_order(target_name: str, spec: dict, launch: int):
 
 
 def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Checks,
-                input_bands: list) -> tuple[list[dict], list[str]]:
+                input_bands: list, clock: PhaseClock = NO_CLOCK) -> tuple[list[dict], list[str]]:
     """Every launch's outputs, and the guard violations seen."""
     device = TARGETS[target_name].device
     in_place = {n: args[n].clone() for n in case.in_place if not input_bands and n in args}
     runs, violations = [], []
     for launch in range(checks.launches):
-        outs, bands = _outputs(case, args, device, checks.guards)
-        with _program_order(target_name, spec, launch):
-            case.launch(args, outs)
-        synchronize(target_name)
+        with clock.timing("launches"):
+            outs, bands = _outputs(case, args, device, checks.guards)
+            with _program_order(target_name, spec, launch):
+                case.launch(args, outs)
+            synchronize(target_name)
         runs.append(outs)
-        for band in [*bands, *input_bands]:
-            violations += [v for v in band.violations() if v not in violations]
+        with clock.timing("compare"):
+            for band in [*bands, *input_bands]:
+                violations += [v for v in band.violations() if v not in violations]
         if launch + 1 < checks.launches:   # the next launch sees the same inputs
             for band in input_bands:
                 if band.in_place:
@@ -129,46 +166,50 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
 
 def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
              tol_reason: str = "", keep: dict | None = None, checks: Checks | None = None,
-             explain: bool = False) -> list[Comparison]:
+             explain: bool = False, clock: PhaseClock = NO_CLOCK) -> list[Comparison]:
     """Run one spec (launched `checks.launches` times, inside guard bands unless they are off)
     and compare every output; `keep`, if given, receives the first launch's output tensors
     (portcheck.digests records them for cross-vendor diffs). `explain` re-runs an example whose
-    output holds an unexplained NaN to tell an out-of-bounds read from a NaN the kernel made."""
+    output holds an unexplained NaN to tell an out-of-bounds read from a NaN the kernel made.
+    `clock` receives the seconds spent in each phase."""
     # under --as-arch the launcher reads the drawn autotune configuration (Case.configs)
     with facts_device.drawing(spec.get(forcing.CONFIG_KEY)):
-        return _evaluate(case, target_name, spec, tol_factor, tol_reason, keep, checks or CHECKS, explain)
+        return _evaluate(case, target_name, spec, tol_factor, tol_reason, keep, checks or CHECKS, explain, clock)
 
 
 def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_reason: str,
-              keep: dict | None, checks: Checks, explain: bool) -> list[Comparison]:
+              keep: dict | None, checks: Checks, explain: bool, clock: PhaseClock) -> list[Comparison]:
     device = TARGETS[target_name].device
-    args = case.make(spec, device)
-    input_bands = []
-    if checks.guards:
-        args, input_bands = guards.rehome_inputs(args, case.in_place)
-    runs, violations = _launch_all(case, target_name, spec, args, checks, input_bands)
+    with clock.timing("inputs"):
+        args = case.make(spec, device)
+        input_bands = []
+        if checks.guards:
+            args, input_bands = guards.rehome_inputs(args, case.in_place)
+    runs, violations = _launch_all(case, target_name, spec, args, checks, input_bands, clock)
     outs = runs[0]
     if keep is not None:
         keep.update(outs)
-    args64 = upcast(args, oracle_device(target_name))
-    refs = case.oracle(args64)
-    tols = case.tolerance(args64, refs, spec["dtype"])
-    comps = [Comparison("guards", False, 0, worst_ratio=float("inf"), message=v) for v in violations]
-    for name, ref in refs.items():
-        tol = tols[name]
-        if tol_factor != 1.0 and not tol.exact:
-            tol = tol.scaled(tol_factor, tol_reason)
-        comp = compare(name, outs[name], ref, tol)
-        comp.tolerance = tol.summary()
-        if explain and input_bands and unexplained_nan(comp):
-            _explain_nan(case, target_name, spec, [b.names for b in input_bands], name,
-                         outs[name].shape, comp)
-        comps.append(comp)
-        for launch, other in enumerate(runs[1:], start=2):
-            shuffled = (f" (programs in shuffled order, seed {order_seed(spec) + launch - 1})"
-                        if not TARGETS[target_name].is_gpu else "")
-            comps.append(compare_launches(name, outs[name], other[name], ref, tol, launch,
-                                          case.nondeterministic, shuffled))
+    with clock.timing("oracle"):
+        args64 = upcast(args, oracle_device(target_name))
+        refs = case.oracle(args64)
+    with clock.timing("compare"):
+        tols = case.tolerance(args64, refs, spec["dtype"])
+        comps = [Comparison("guards", False, 0, worst_ratio=float("inf"), message=v) for v in violations]
+        for name, ref in refs.items():
+            tol = tols[name]
+            if tol_factor != 1.0 and not tol.exact:
+                tol = tol.scaled(tol_factor, tol_reason)
+            comp = compare(name, outs[name], ref, tol)
+            comp.tolerance = tol.summary()
+            if explain and input_bands and unexplained_nan(comp):
+                _explain_nan(case, target_name, spec, [b.names for b in input_bands], name,
+                             outs[name].shape, comp)
+            comps.append(comp)
+            for launch, other in enumerate(runs[1:], start=2):
+                shuffled = (f" (programs in shuffled order, seed {order_seed(spec) + launch - 1})"
+                            if not TARGETS[target_name].is_gpu else "")
+                comps.append(compare_launches(name, outs[name], other[name], ref, tol, launch,
+                                              case.nondeterministic, shuffled))
     return comps
 
 
@@ -215,6 +256,8 @@ class _Search:
     tolerance: dict = field(default_factory=dict)
     unexplained_nan: bool = False     # the failing example's output holds a NaN of unknown origin
     failed: list = field(default_factory=list)   # the failing example's failing comparisons
+    fault: BaseException | None = None   # the last exception an example raised (hypothesis shrinks errors too)
+    faulting: dict | None = None          # ... and its input
     first_run: dict | None = None     # the first example that ran (--as-arch: every config on it)
     configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
     not_here: list = field(default_factory=list)    # --as-arch: why examples could not run locally
@@ -230,6 +273,11 @@ class _Search:
 
 class CaseFailed(AssertionError):
     pass
+
+
+class ShrinkStopped(BaseException):
+    """The deadline passed while shrinking a failure. A BaseException, so that hypothesis does not
+    take it for another failure to shrink but lets it through at once."""
 
 
 def _first_cause(exc: BaseException) -> BaseException:
@@ -255,13 +303,16 @@ def reproduce_command(target: str, case: str, dtype: str, spec: dict | None, see
 def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypothesis.settings,
           max_elements: int, override: Override | None = None, seed: int | None = None,
           spec: dict | None = None, on_example=None, checks: Checks | None = None,
-          as_arch: list | None = None) -> Result:
+          as_arch: list | None = None, deadline: float | None = None) -> Result:
     """Search (or, given `spec`, replay) one case x target x dtype; never raises for kernel faults.
 
     `on_example(spec)` is called before each example runs, so a supervisor that sees the process
     die or hang knows the exact input it was on. `as_arch`: archs that share their launches
     (portcheck.as_arch.groups); the case runs with its launches configured for the first of
     them, and the record (arch: that one, evidence "as-arch") says what changed to run locally.
+    `deadline` (a time.monotonic() value): once it has passed after a failure, the search stops
+    shrinking and reports the smallest failing input found so far, so that a failure is never
+    turned into a time-out. The record's `phases` says where the time went.
     """
     forced = as_arch[0] if as_arch else None
     evidence = forcing.EVIDENCE if forced else ("gpu" if TARGETS[target_name].is_gpu else "interpreter")
@@ -273,6 +324,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     factor = override.factor if override is not None and override.action == "tolerance" else 1.0
     reason = override.reason if override is not None else ""
     search = _Search()
+    clock = PhaseClock(target_name)
     strategy = case.inputs(dtype, max_elements)
     running_as = contextlib.nullcontext   # a fresh context each time it is entered
     if forced:
@@ -291,12 +343,15 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         running_as = lambda: forcing.forcing(forced, local, notes)  # noqa: E731
 
     def prop(example):
+        clock.shrinking = search.failing is not None or search.fault is not None
+        if clock.shrinking and deadline is not None and time.monotonic() > deadline:
+            raise ShrinkStopped()
         search.examples += 1
         search.current = example
         if on_example is not None:
             on_example(example)
         try:
-            comps = evaluate(case, target_name, example, factor, reason, checks=checks)
+            comps = evaluate(case, target_name, example, factor, reason, checks=checks, clock=clock)
         except facts_device.NotRunnableHere as exc:   # recorded in the record's as_arch.skipped
             search.examples -= 1
             if str(exc) not in search.not_here:
@@ -304,6 +359,11 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             if hypothesis.currently_in_test_context():
                 hypothesis.reject()
             return
+        except hypothesis.errors.UnsatisfiedAssumption:   # an input rejected is no fault
+            raise
+        except Exception as exc:
+            search.fault, search.faulting = exc, example
+            raise
         search.first_run = search.first_run or example
         search.configs_run.add(example.get(forcing.CONFIG_KEY))
         search.observe(comps)
@@ -317,6 +377,19 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             search.failing, search.message, search.failed = example, "; ".join(c.message for c in bad), bad
             search.unexplained_nan = any(unexplained_nan(c) for c in bad)
             raise CaseFailed(search.message)
+
+    def report_failure():
+        """The failing example's message (an unexplained NaN explained) and its likely causes."""
+        result.verdict, result.message = "fail", search.message
+        clock.shrinking = False
+        with running_as(), clock.timing("diagnosis"):
+            if search.unexplained_nan and (checks or CHECKS).guards:   # only the example reported
+                comps = evaluate(case, target_name, search.failing, factor, reason, checks=checks, explain=True)
+                search.failed = [c for c in comps if not c.ok]
+                result.message = "; ".join(c.message for c in search.failed)
+            if override is None or override.action != "xfail":   # a known failure is not diagnosed again
+                result.diagnosis = [f.to_dict() for f in diagnose(case, target_name, dtype, search.failing,
+                                                                  search.failed, arch=arch)]
 
     try:
         with running_as():
@@ -337,25 +410,24 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                     for index in range(len(case.configs(forced, dtype))):
                         if index not in search.configs_run:
                             prop({**search.first_run, forcing.CONFIG_KEY: index})
+    except ShrinkStopped:   # the smallest failing input so far is the one reported
+        stopped = f"shrinking stopped at the time limit after {search.examples} examples"
+        if search.failing is not None:
+            report_failure()
+        else:
+            result.verdict, result.message = "error", _error_message(search.fault)
+            search.failing = search.faulting
+        result.message += f" ({stopped})"
     except CaseFailed:
-        result.verdict, result.message = "fail", search.message
-        with running_as():
-            if search.unexplained_nan and (checks or CHECKS).guards:   # only the example reported
-                comps = evaluate(case, target_name, search.failing, factor, reason, checks=checks, explain=True)
-                search.failed = [c for c in comps if not c.ok]
-                result.message = "; ".join(c.message for c in search.failed)
-            if override is None or override.action != "xfail":   # a known failure is not diagnosed again
-                result.diagnosis = [f.to_dict() for f in diagnose(case, target_name, dtype, search.failing,
-                                                                  search.failed, arch=arch)]
+        report_failure()
     except Exception as exc:  # a kernel, launcher or oracle fault fails this case only
-        exc = _first_cause(exc)
-        result.verdict = "error"
-        result.message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        result.verdict, result.message = "error", _error_message(_first_cause(exc))
         search.failing = search.failing or search.current
     if search.not_here and search.examples == 0 and result.verdict in ("pass", "error"):
         # --as-arch: no input could run on the local device (hypothesis gave up, or the replay)
         result.verdict, result.message = "skip", "; ".join(search.not_here)
     result.examples = search.examples
+    result.phases = clock.rounded()
     result.metrics = search.metrics
     result.tolerance = search.tolerance
     result.failing_input = search.failing if result.verdict in ("fail", "error") else None
@@ -370,6 +442,10 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     result.reproduce = reproduce_command(target_name, case.name, dtype, result.failing_input, seed, checks,
                                          forced.name if forced else None)
     return result
+
+
+def _error_message(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
 
 
 def time_case(case: Case, target_name: str, spec: dict) -> float:

@@ -3,6 +3,7 @@ the results file. Shared by `portcheck run` and the pytest plugin."""
 from __future__ import annotations
 
 import copy
+import time as clock
 import zlib
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from .digests import collect as collect_digests
 from .digests import default_count as default_digests
 from .overrides import Override, find
 from .provenance import collect
-from .runner import check, time_case
+from .runner import SHRINK_SHARE, check, time_case
 from .strategies import register_profiles
 from .targets.runtime import TARGETS
 
@@ -27,7 +28,8 @@ def case_seed(session_seed: int, case: str, dtype: str) -> int:
 class Session:
     def __init__(self, target_name: str, *, profile: str, max_elements: dict, seed: int,
                  overrides: list[Override] = (), results_path: Path | None = None,
-                 time: bool = False, command: str | None = None, digests: int | None = None):
+                 time: bool = False, command: str | None = None, digests: int | None = None,
+                 timeout: float | None = None):
         register_profiles()
         self.target = TARGETS[target_name]
         self.availability = self.target.availability()
@@ -42,6 +44,11 @@ class Session:
         self.command = command
         # fixed small inputs whose outputs are recorded for `portcheck diff` (None: the default)
         self.digests = digests if digests is not None else default_digests(self.target.is_gpu)
+        self.timeout = timeout   # seconds one case x dtype may run: shrinking stops in time (runner.check)
+
+    def deadline(self) -> float | None:
+        """When a check that started now must stop shrinking, leaving time for the rest of the case."""
+        return clock.monotonic() + SHRINK_SHARE * self.timeout if self.timeout else None
 
     def provenance(self) -> dict:
         p = collect(self.target, self.arch, seed=self.seed, command=self.command)
@@ -53,15 +60,19 @@ class Session:
         seed = case_seed(self.seed, case.name, dtype)
         result = check(case, self.target.name, self.arch, dtype, settings=self.settings,
                        max_elements=self.max_elements, override=override, seed=seed, spec=spec,
-                       on_example=on_example)
+                       on_example=on_example, deadline=self.deadline())
         if self.time and result.verdict == "pass" and case.bench:
             bench = [s for s in case.bench if s.get("dtype") == dtype] or [dict(case.bench[0], dtype=dtype)]
+            start = clock.perf_counter()
             try:
                 result.time_ms = time_case(case, self.target.name, bench[0])
             except Exception as exc:  # timing trouble never hides the accuracy verdict
                 result.message = f"timing failed: {type(exc).__name__}: {exc}"
+            result.phases["timing"] = round(clock.perf_counter() - start, 4)
         if self.digests and spec is None and result.verdict != "skip":
+            start = clock.perf_counter()
             result.digests = collect_digests(case, self.target.name, dtype, self.digests, on_example)
+            result.phases["digests"] = round(clock.perf_counter() - start, 4)
         result.reproduce = result.reproduce.replace(f"--seed {seed}", f"--seed {self.seed}")
         result.provenance = self.provenance()
         if self.results_path is not None:
@@ -77,7 +88,7 @@ class Session:
         seed = case_seed(self.seed, case.name, dtype)
         checked = check(case, self.target.name, self.arch, dtype, settings=self.settings,
                         max_elements=self.max_elements, override=override, seed=seed, spec=spec,
-                        on_example=on_example, as_arch=group)
+                        on_example=on_example, as_arch=group, deadline=self.deadline())
         checked.reproduce = checked.reproduce.replace(f"--seed {seed}", f"--seed {self.seed}")
         checked.provenance = self.provenance()
         out = []

@@ -22,6 +22,7 @@ from ..matrix import PROFILES, RunPlan
 from ..overrides import load as load_overrides
 from ..reports.markdown import markdown
 from ..reports.output import atomic_write, owned
+from ..reports.progress import Progress
 from ..sanitize import TIME_SCALE, TOOLS, for_target, run_each
 from ..supervise import (EXIT_CONTEXT_LOST, Stopped, Unfinished, announce, finish, gpu_context_ok, inflight_path,
                          stopping_on_signals, supervise)
@@ -181,6 +182,9 @@ def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Pat
         title += f" - PARTIAL: {manifest['why']}"
     atomic_write(out / "matrix.md", markdown(records, title))
     atomic_write(out / RUN_MANIFEST, json.dumps(manifest, indent=2))
+    totals = results.phase_totals(records)
+    if totals:
+        print("\ntime per phase: " + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in totals.items()))
     print(f"\nreport: {out / 'matrix.md'}\nresults: {results_path}")
     return status
 
@@ -217,6 +221,8 @@ def _child_argv(args, target: str, seed: int, results_path: Path) -> list[str]:
         value = getattr(args, flag)
         if value:
             argv += [f"--{flag.replace('_', '-')}", value]
+    if args.timeout is not None:   # the worker stops shrinking before the supervisor's limit
+        argv += ["--timeout", repr(args.timeout)]
     if args.no_time:
         argv.append("--no-time")
     if args.raw_interpreter:
@@ -263,9 +269,10 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
                          + (["--dtype", args.dtype] if args.dtype else [])
                          + (["--as-arch", args.as_arch] if args.as_arch else []))
     overrides = load_overrides(matrix.overrides) if matrix.overrides else []
+    scale = TIME_SCALE[args.sanitize] if args.sanitize else 1   # as the supervisor's limit (sanitize.run_each)
     session = Session(target, profile=args.profile or matrix.profile, max_elements=matrix.max_elements,
                       seed=args.seed, overrides=overrides, results_path=results_path,
-                      time=matrix.time and not args.no_time, command=command)
+                      time=matrix.time and not args.no_time, command=command, timeout=matrix.timeout * scale)
     inflight = inflight_path(results_path, target)
     if not session.availability.ok:   # the supervisor checked it; a worker says it stopped early
         raise UsageError(f"{target}: not available: {session.availability.reason}")
@@ -288,6 +295,9 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
         failed |= _work_as_arch(args, session, target, selected, dtypes, inflight, provenance)
         finish(inflight, failed)
         return 1 if failed else 0
+    units = _units(args, selected, dtypes)
+    progress = Progress(f"{target}: cases", len(units), done=len(done & set(units)), eta=True)
+    progress.advance(0)   # drawn on a terminal while the first case runs
     for case in selected:
         for dtype in [d for d in case.dtypes if dtypes is None or d in dtypes]:
             spec = getattr(args, "replay_spec", None)
@@ -305,6 +315,7 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
             r = session.run(case, dtype, spec=spec, on_example=on_example)
             inflight.unlink(missing_ok=True)
             failed |= not r.passed
+            progress.clear()   # the case's lines start on a clean line; the bar follows them
             extra = f" {r.metrics['max_ulp']:.3g} ulp" if r.verdict != "error" and r.metrics else ""
             print(f"{target}/{session.arch} {case.name:<24} {dtype:<8} {r.verdict:<6}{extra}"
                   f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
@@ -313,10 +324,12 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
                       + (f" ({cause['evidence']})" if rank == 1 and cause["evidence"] else ""), flush=True)
             if not r.passed:
                 print(f"    replay: {r.reproduce}", flush=True)
+            progress.advance()
             if r.verdict == "error" and session.target.is_gpu and not gpu_context_ok():
                 print(f"{target}: the GPU context is unusable after this case; restarting the worker",
                       flush=True)
                 sys.exit(EXIT_CONTEXT_LOST)
+    progress.close()
     finish(inflight, failed)   # the only normal end: any other exit is a fault of the case in flight
     return 1 if failed else 0
 

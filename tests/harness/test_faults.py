@@ -2,6 +2,7 @@
 failure carries a replay command. Real faults on the interpreter (tests/support/fault_cases.py)."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,7 +86,8 @@ def test_replay_regenerates_the_failure_bit_for_bit(fault_run, tmp_path):
     again = _records(tmp_path / "replay")["fault_nan"]
     assert proc.returncode == 1
     assert again["failing_input"] == spec and again["examples"] == 1
-    assert again["message"] == r["message"]
+    # the search may have stopped shrinking at the time limit (8 s here, on a loaded machine): so it says
+    assert again["message"] == re.sub(r" \(shrinking stopped at the time limit after \d+ examples\)$", "", r["message"])
 
 
 def test_interrupt_leaves_a_valid_partial_report(tmp_path):
