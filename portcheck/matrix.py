@@ -84,14 +84,12 @@ def load(path: str | Path) -> RunPlan:
     for t in run.get("targets", m.targets):
         if t not in (*RUNTIME_TARGETS, "auto"):
             raise bad("targets", f"names unknown target {t!r}; known: {', '.join(RUNTIME_TARGETS)}, auto")
-    for key in ("targets", "kernels", "dtypes"):
+    for key in ("targets", "kernels", "dtypes", "case_modules"):
         if key in run and not all(isinstance(v, str) and v.strip() for v in run[key]):
             raise bad(key, "must be a list of non-empty strings")
     m.targets = list(run.get("targets", m.targets))
     m.kernels = list(run.get("kernels", []))
     m.case_modules = list(run.get("case_modules", []))
-    if not all(isinstance(name, str) and name for name in m.case_modules):
-        raise bad("case_modules", "must be a list of module names, e.g. [\"mykernels.cases\"]")
     m.dtypes = list(run.get("dtypes", []))
     m.profile = run.get("profile", m.profile)
     if m.profile not in PROFILES:

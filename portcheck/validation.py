@@ -33,27 +33,12 @@ def number(value, where: str, *, positive: bool = False, minimum: float | None =
     return float(value)
 
 
-def integer(value, where: str, *, positive: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"{where} must be an integer, got {type(value).__name__} {value!r}")
-    if positive and value <= 0:
-        raise UsageError(f"{where} must be a positive integer, got {value!r}")
-    return value
-
-
 def text(value, where: str, *, empty: bool = False) -> str:
     if not isinstance(value, str):
         raise UsageError(f"{where} must be a string, got {type(value).__name__} {value!r}")
     if not empty and not value.strip():
         raise UsageError(f"{where} must not be empty")
     return value
-
-
-def texts(value, where: str) -> list[str]:
-    """A list of non-empty strings."""
-    if not isinstance(value, list):
-        raise UsageError(f"{where} must be a list of strings, got {type(value).__name__}")
-    return [text(v, f"{where}[{i}]") for i, v in enumerate(value)]
 
 
 def known_keys(table: dict, known, where: str) -> None:
