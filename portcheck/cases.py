@@ -109,6 +109,18 @@ def arch_config(table: dict, default=None):
     return table.get(arch.name, table.get(arch.config_family, default))
 
 
+def float64_args(args: dict, device=None) -> dict:
+    """The oracle's view of a case's arguments: floating tensors as float64 (on `device`, by
+    default where they are), other tensors moved likewise, everything else as it is."""
+    import torch
+    out = {}
+    for k, v in args.items():
+        if isinstance(v, torch.Tensor):
+            v = v.detach().to(device=device, dtype=torch.float64 if v.dtype.is_floating_point else v.dtype)
+        out[k] = v
+    return out
+
+
 def io_cost(args: dict, outputs: dict) -> Cost:
     """The default cost: every input tensor read once and every output written once, no flops
     (enough for a roofline of a memory-bound kernel; declare `cost` for anything else)."""

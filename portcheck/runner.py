@@ -18,7 +18,7 @@ import torch
 
 from . import as_arch as forcing
 from . import guards
-from .cases import Case, cases_flag
+from .cases import Case, cases_flag, float64_args
 from .compare import Comparison, compare, compare_launches, flat_to_index
 from .diagnose import diagnose
 from .errors import UsageError
@@ -63,19 +63,6 @@ def configure(checks: Checks) -> None:
 def oracle_device(target_name: str) -> str:
     """float64 references run on the device when it has float64 (CUDA and ROCm GPUs do)."""
     return TARGETS[target_name].device
-
-
-def upcast(args: dict, device: str) -> dict:
-    """Float tensors -> float64 on `device`; everything else passes through unchanged."""
-    out = {}
-    for k, v in args.items():
-        if isinstance(v, torch.Tensor) and v.dtype.is_floating_point:
-            out[k] = v.detach().to(device=device, dtype=torch.float64)
-        elif isinstance(v, torch.Tensor):
-            out[k] = v.detach().to(device)
-        else:
-            out[k] = v
-    return out
 
 
 def synchronize(target_name: str) -> None:
@@ -190,7 +177,7 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
     if keep is not None:
         keep.update(outs)
     with clock.timing("oracle"):
-        args64 = upcast(args, oracle_device(target_name))
+        args64 = float64_args(args, oracle_device(target_name))
         refs = case.oracle(args64)
     with clock.timing("compare"):
         tols = case.tolerance(args64, refs, spec["dtype"])

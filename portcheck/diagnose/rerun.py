@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import guards
-from ..cases import Case
+from ..cases import Case, float64_args
 from ..tolerance import Tolerance
 from ..targets.runtime import TARGETS
 
@@ -84,12 +84,6 @@ def output_map(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) 
     ref = ref.to(torch.float64)
     bound = bound_of(tol, ref)
     return OutputMap(name, out, ref, tol, bound, float_ratio(out, ref, bound), unwritten)
-
-
-def float64_args(args: dict) -> dict:
-    """Float tensors as float64 on their device; everything else as it is."""
-    return {k: v.detach().to(torch.float64) if isinstance(v, torch.Tensor) and v.dtype.is_floating_point
-            else v for k, v in args.items()}
 
 
 def _fresh_outputs(case: Case, args: dict, device: str) -> dict:

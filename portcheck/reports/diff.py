@@ -125,10 +125,10 @@ def distance(a, b) -> tuple[int, float, str]:
 def _reference(case_name: str, spec: dict):
     """(refs, tolerances) from the spec: inputs regenerated on the CPU, the float64 oracle."""
     from .. import cases
-    from ..runner import upcast
+    from ..cases import float64_args
     case = cases.get(case_name)
     args = case.make(spec, "cpu")
-    args64 = upcast(args, "cpu")
+    args64 = float64_args(args, "cpu")
     refs = case.oracle(args64)
     return refs, case.tolerance(args64, refs, spec["dtype"])
 

@@ -9,7 +9,7 @@ import torch
 from tests.support.launching import DEVICE, forbid_launches, needs_device
 from portcheck.kernels import activations as A
 from portcheck.oracles import activations as act_ref
-from portcheck.runner import upcast
+from portcheck.cases import float64_args
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_runs_on_a_padded_view(activation):
     buf = torch.randn(37, 2 * 300 + 5, generator=g).to(DEVICE)
     x = buf[:, :600]                         # row stride 605: not the row length
     out = A.gated(x, activation)
-    args = upcast({"x": x, "activation": activation, "dtype": "fp32"}, "cpu")
+    args = float64_args({"x": x, "activation": activation, "dtype": "fp32"}, "cpu")
     case = {"silu": "silu_mul"}.get(activation, "gelu_mul")
     from portcheck import cases
     from portcheck.compare import compare

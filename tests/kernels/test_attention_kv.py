@@ -19,7 +19,7 @@ from portcheck.oracles import attention as attention_ref
 from portcheck.oracles import fp8 as fp8_ref
 from portcheck.oracles import kv_cache as kv_ref
 from portcheck.compare import compare
-from portcheck.runner import upcast
+from portcheck.cases import float64_args
 from portcheck.facts.archs import ARCHS
 
 from tests.support.launching import DEVICE, forbid_launches, needs_device
@@ -186,7 +186,7 @@ def test_split_counts_agree_within_the_tolerance():
     case_args = P._make({"dtype": "fp16", "heads_kv": 2, "group": 4, "head_dim": 64, "block_size": 8,
                          "context_lens": [61, 7, 33], "spare_columns": 2, "hint": False, "splits": None,
                          "scale": None, "regime": "normal", "seed": 5}, DEVICE)
-    args64 = upcast(case_args, "cpu")
+    args64 = float64_args(case_args, "cpu")
     ref = P._oracle(args64)
     tol = P._tolerance(args64, ref, "fp16")["out"]
     for splits in (1, 2, 3, 5):

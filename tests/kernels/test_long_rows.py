@@ -11,7 +11,8 @@ from portcheck.kernels import _launch
 from portcheck.kernels import layernorm as LN
 from portcheck.kernels import rmsnorm as RMS
 from portcheck.kernels import softmax as SM
-from portcheck.runner import poisoned, upcast
+from portcheck.cases import float64_args
+from portcheck.runner import poisoned
 
 ROWS, COLS, CHUNK = 7, 100, 32   # 4 chunks a row, the last partial; more rows than most grids
 PROGRAM_COUNTS = (1, 2, 3, ROWS, 50)   # 50 > ROWS: one row per program, as without persistence
@@ -49,7 +50,7 @@ def _args(family: str, x: torch.Tensor) -> dict:
 
 def _check_against_oracle(family: str, args: dict, outs: dict) -> None:
     case = cases.get(f"{family}_long")
-    args64 = upcast(args, DEVICE)
+    args64 = float64_args(args, DEVICE)
     refs = case.oracle(args64)
     tols = case.tolerance(args64, refs, "fp32")
     for name, out in outs.items():
