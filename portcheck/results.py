@@ -59,11 +59,21 @@ def append(path: Path, record: dict) -> None:
     append_many(path, [record])
 
 
+def _lines(records: list[dict]) -> str:
+    return "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in records)
+
+
+def rewrite(path: Path, records: list[dict]) -> None:
+    """Replace the file's records (atomically: a reader sees the old file or the new one)."""
+    from .reports.output import atomic_write
+    atomic_write(Path(path), _lines(records))
+
+
 def append_many(path: Path, records: list[dict]) -> None:
     """Several records with one write and one fsync (a compile matrix writes thousands)."""
     if not records:
         return
-    line = "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in records).encode()
+    line = _lines(records).encode()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

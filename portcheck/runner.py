@@ -435,10 +435,21 @@ def _error_message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
 
 
-def time_case(case: Case, target_name: str, spec: dict) -> float:
-    """Median milliseconds of one launch on a GPU target (triton.testing.do_bench, L2 flushed)."""
-    import triton.testing
+def bench_launch(case: Case, target_name: str, spec: dict):
+    """A zero-argument launch of the case on a bench spec, its inputs made: what time_case times.
+    The inputs (hundreds of MB) are drawn on the GPU: on the host they cost seconds."""
+    from .strategies import drawn_on
     device = TARGETS[target_name].device
-    args = case.make(spec, device)
+    with drawn_on(device):
+        args = case.make(spec, device)
     outs = {n: torch.empty(shape, dtype=dt, device=device) for n, (shape, dt) in case.outputs(args).items()}
-    return float(triton.testing.do_bench(lambda: case.launch(args, outs), return_mode="median"))
+    return lambda: case.launch(args, outs)
+
+
+def time_case(case: Case, target_name: str, spec: dict) -> float:
+    """Median milliseconds of one launch on a GPU target (triton.testing.do_bench, L2 flushed
+    before each launch): 10 ms of warm-up and 40 ms of launches, dozens of them for any kernel of
+    this matrix, enough for the column's median; `portcheck bench` gives the careful figures."""
+    import triton.testing
+    return float(triton.testing.do_bench(bench_launch(case, target_name, spec), warmup=10, rep=40,
+                                         return_mode="median"))

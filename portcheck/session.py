@@ -15,9 +15,19 @@ from .digests import collect as collect_digests
 from .digests import default_count as default_digests
 from .overrides import Override, find
 from .provenance import collect
-from .runner import SHRINK_SHARE, check, time_case
+from .runner import SHRINK_SHARE, bench_launch, check, time_case
 from .strategies import register_profiles
 from .targets.runtime import TARGETS
+
+
+def bench_spec(case: Case, dtype: str) -> dict:
+    """The bench spec a run times a case in: its first in `dtype`, else its first in that dtype."""
+    return ([s for s in case.bench if s.get("dtype") == dtype] or [dict(case.bench[0], dtype=dtype)])[0]
+
+
+def torch_synchronize() -> None:
+    import torch
+    torch.cuda.synchronize()
 
 
 def case_seed(session_seed: int, case: str, dtype: str) -> int:
@@ -45,6 +55,8 @@ class Session:
         # fixed small inputs whose outputs are recorded for `portcheck diff` (None: the default)
         self.digests = digests if digests is not None else default_digests(self.target.is_gpu)
         self.timeout = timeout   # seconds one case x dtype may run: shrinking stops in time (runner.check)
+        # a worker of a parallel run: compile what the timing worker will time (Session.warm)
+        self.warm_bench = False
 
     def deadline(self) -> float | None:
         """When a check that started now must stop shrinking, leaving time for the rest of the case."""
@@ -62,13 +74,10 @@ class Session:
                        max_elements=self.max_elements, override=override, seed=seed, spec=spec,
                        on_example=on_example, deadline=self.deadline())
         if self.time and result.verdict == "pass" and case.bench:
-            bench = [s for s in case.bench if s.get("dtype") == dtype] or [dict(case.bench[0], dtype=dtype)]
-            start = clock.perf_counter()
-            try:
-                result.time_ms = time_case(case, self.target.name, bench[0])
-            except Exception as exc:  # timing trouble never hides the accuracy verdict
-                result.message = f"timing failed: {type(exc).__name__}: {exc}"
-            result.phases["timing"] = round(clock.perf_counter() - start, 4)
+            result.time_ms, message, result.phases["timing"] = self.measure(case, dtype)
+            result.message = message or result.message
+        elif self.warm_bench and result.verdict == "pass" and case.bench:
+            result.phases["timing"] = self.warm(case, dtype)
         if self.digests and spec is None and result.verdict != "skip":
             start = clock.perf_counter()
             result.digests = collect_digests(case, self.target.name, dtype, self.digests, on_example)
@@ -78,6 +87,31 @@ class Session:
         if self.results_path is not None:
             results.append(self.results_path, result.to_dict())
         return result
+
+    def measure(self, case: Case, dtype: str) -> tuple[float | None, str, float]:
+        """The median milliseconds of one launch on the case's first bench spec in `dtype` (None
+        without one), why it failed ("" when it did not) and the seconds it took. Timing trouble
+        never hides the accuracy verdict: it is a message, not an error."""
+        if not case.bench:
+            return None, "", 0.0
+        start = clock.perf_counter()
+        try:
+            ms, message = time_case(case, self.target.name, bench_spec(case, dtype)), ""
+        except Exception as exc:
+            ms, message = None, f"timing failed: {type(exc).__name__}: {exc}"
+        return ms, message, round(clock.perf_counter() - start, 4)
+
+    def warm(self, case: Case, dtype: str) -> float:
+        """Launch the case once on the spec `measure` times, so that its kernels are compiled (in
+        parallel workers) before the timing worker, alone on the GPU, needs them. Best effort:
+        a failure here shows again, as a message, when the case is timed."""
+        start = clock.perf_counter()
+        try:
+            bench_launch(case, self.target.name, bench_spec(case, dtype))()
+            torch_synchronize()
+        except Exception:   # noqa: BLE001
+            pass
+        return round(clock.perf_counter() - start, 4)
 
     def run_as_arch(self, case: Case, dtype: str, group: list, spec: dict | None = None,
                     on_example=None) -> list[results.Result]:

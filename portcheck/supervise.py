@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,8 +54,9 @@ def stopping_on_signals():
             signal.signal(sig, handler)
 
 
-def inflight_path(results_path: Path, target: str) -> Path:
-    return Path(results_path).with_name(f".{target}.inflight.json")
+def inflight_path(results_path: Path, target: str, slot: int | None = None) -> Path:
+    """The in-flight file of a target's worker (of worker `slot` of several)."""
+    return Path(results_path).with_name(f".{target}{'' if slot is None else f'.{slot}'}.inflight.json")
 
 
 def gpu_context_ok() -> bool:
@@ -162,23 +164,51 @@ class Unfinished(Exception):
     """The worker stopped outside any case (at start-up, say): its remaining cases never ran."""
 
 
+def _forward(stream, output) -> threading.Thread:
+    """Hand each line the worker prints to `output` (the supervisor owns the terminal)."""
+    def pump():
+        for line in stream:
+            output(line.rstrip("\n"))
+        stream.close()
+    thread = threading.Thread(target=pump, name="portcheck-worker-output", daemon=True)
+    thread.start()
+    return thread
+
+
 def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_timeout: float,
-              restart: bool = True) -> int:
+              restart: bool = True, *, inflight: Path | None = None, output=None, on_fault=None,
+              stop: threading.Event | None = None, started=None) -> int:
     """Run the worker until it finishes its cases; returns 0 (all passed) or 1. `restart=False`
     for a worker given one case (portcheck/sanitize.py): a fault is recorded, not retried.
     Raises Unfinished when the worker stops outside any case, and lets KeyboardInterrupt and
-    Stopped through once the worker's process group is killed."""
-    inflight = inflight_path(results_path, target)
+    Stopped through once the worker's process group is killed.
+
+    For one of several workers (supervise_all): `inflight` is its own file, `output(line)`
+    receives what it prints, `on_fault(state, why)` records a fault (default: an error record
+    in `results_path`), `started(proc)` learns each process started, and once `stop` is set
+    (the run is stopping and has killed the workers) nothing more is recorded or restarted."""
+    inflight = inflight or inflight_path(results_path, target)
     evidence = "interpreter" if target == "interpreter" else "gpu"
     status = 0
     for _ in range(MAX_RESTARTS):
         inflight.unlink(missing_ok=True)
-        proc = subprocess.Popen(cmd, env={**env, SUPERVISOR_PID: str(os.getpid())}, start_new_session=True)
+        proc = subprocess.Popen(cmd, env={**env, SUPERVISOR_PID: str(os.getpid())}, start_new_session=True,
+                                stdout=subprocess.PIPE if output else None, text=bool(output),
+                                bufsize=1 if output else -1)
+        pump = _forward(proc.stdout, output) if output else None
+        if started is not None:
+            started(proc)
+        if stop is not None and stop.is_set():   # started as the run was stopping
+            _kill(proc)
+            return 1
         try:
             code = _wait(proc, inflight, case_timeout)
-        except BaseException:   # Ctrl-C, SIGTERM, SIGHUP: no worker outlives its supervisor
+        finally:   # whatever ended it (Ctrl-C, SIGTERM, SIGHUP included), nothing it started lives on
             _kill(proc)
-            raise
+            if pump is not None:
+                pump.join()
+        if stop is not None and stop.is_set():
+            return 1
         state = _read(inflight)
         if state and state.get("finished") and code != TIMED_OUT:
             inflight.unlink(missing_ok=True)
@@ -194,10 +224,53 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
         why = f"{_describe_exit(code)}{limit} while running this case"
         if state.get("spec") is not None:
             why += " on the recorded input"
-        results.append(results_path, fault_record(state, target, evidence, why))
-        print(f"{target}/{state.get('arch', '-')} {state['case']:<24} {state['dtype']:<8} error  {why}",
-              flush=True)
+        if on_fault is not None:
+            on_fault(state, why)
+        else:
+            results.append(results_path, fault_record(state, target, state.get("evidence", evidence), why))
+        line = f"{target}/{state.get('arch', '-')} {state['case']:<24} {state['dtype']:<8} error  {why}"
+        output(line) if output else print(line, flush=True)
         if not restart:
             return 1
     print(f"portcheck: the {target} worker was restarted {MAX_RESTARTS} times; giving up", flush=True)
     return 1
+
+
+def supervise_all(workers: list[dict], while_waiting=None) -> tuple[int, list[str]]:
+    """Several supervised workers at once, each `supervise(**worker)` in a thread of its own;
+    `while_waiting()` is called about five times a second (a progress line). Returns the worst
+    status and why each worker that stopped outside any case did (Unfinished). Ctrl-C, SIGTERM
+    and SIGHUP (in the main thread) kill every worker's process group before they go on up."""
+    stop = threading.Event()
+    procs: list[subprocess.Popen] = []
+    statuses: list[int] = []
+    unfinished: list[str] = []
+
+    def run(worker):
+        try:
+            statuses.append(supervise(**worker, stop=stop, started=procs.append))
+        except Unfinished as exc:
+            unfinished.append(str(exc))
+            statuses.append(1)
+        except BaseException as exc:   # a supervisor's own fault stops the run, not just its worker
+            unfinished.append(f"a worker's supervisor failed: {type(exc).__name__}: {exc}")
+            statuses.append(1)
+
+    threads = [threading.Thread(target=run, args=(w,), name=f"portcheck-supervisor-{i}", daemon=True)
+               for i, w in enumerate(workers)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+                if while_waiting is not None:
+                    while_waiting()
+    except BaseException:
+        stop.set()
+        for proc in list(procs):
+            _kill(proc)
+        for t in threads:
+            t.join()
+        raise
+    return max(statuses, default=0), unfinished

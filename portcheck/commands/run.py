@@ -12,11 +12,14 @@ import datetime as dt
 import json
 import os
 import shlex
+import shutil
 import sys
+import threading
+import time
 from pathlib import Path
 
 from .. import cases as registry
-from .. import results
+from .. import results, workers
 from ..errors import UsageError
 from ..matrix import PROFILES, RunPlan
 from ..overrides import load as load_overrides
@@ -24,8 +27,8 @@ from ..reports.markdown import markdown
 from ..reports.output import atomic_write, owned
 from ..reports.progress import Progress
 from ..sanitize import TIME_SCALE, TOOLS, for_target, run_each
-from ..supervise import (EXIT_CONTEXT_LOST, Stopped, Unfinished, announce, finish, gpu_context_ok, inflight_path,
-                         stopping_on_signals, supervise)
+from ..supervise import (EXIT_CONTEXT_LOST, Stopped, Unfinished, announce, fault_record, finish, gpu_context_ok,
+                         inflight_path, stopping_on_signals, supervise, supervise_all)
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
 from ..targets.runtime import target as runtime_target
 from ._common import (DEFAULT_MATRIX, add_cases_argument, check_dtypes, csv, json_spec, load_cases, load_run_plan,
@@ -67,7 +70,19 @@ def add_arguments(p) -> None:
                         "evidence X in the reports")
     p.add_argument("--raw-interpreter", action="store_true",
                    help="run the interpreter without portcheck's bf16/fp8/libdevice numerics layer")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="worker processes per GPU (on the interpreter: in all) that check cases in "
+                        "parallel (default: one per CPU core, as far as GPU memory allows, at most "
+                        f"{workers.MAX_JOBS_PER_GPU}); the records equal a serial run's")
+    p.add_argument("--gpus", metavar="LIST",
+                   help="comma list of GPU indices, among those visible (CUDA_VISIBLE_DEVICES, "
+                        "HIP_VISIBLE_DEVICES), to use: one pool of workers each (default: all)")
+    p.add_argument("--shard", metavar="I/N",
+                   help="check only the I-th of N parts of the cases x dtypes (dealt round-robin), to "
+                        "split a run over machines; `portcheck report` merges the parts")
     p.add_argument("--worker", metavar="RESULTS", help=argparse.SUPPRESS)
+    p.add_argument("--worker-slot", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--time-only", action="store_true", help=argparse.SUPPRESS)
 
 
 def _plan(args) -> tuple[RunPlan, list[str], list, list[str] | None]:
@@ -129,6 +144,8 @@ def main(args) -> int:
         select_mode(args.target, raw_interpreter=args.raw_interpreter)
     from ..runner import configure
     configure(_checks(args))    # a bad --launches stops the run before it starts
+    workers.check_jobs(args.jobs)
+    workers.shard([], args.shard)
     matrix, targets, selected, dtypes = _plan(args)
     if args.worker:
         try:
@@ -140,6 +157,8 @@ def main(args) -> int:
         available = runtime_target(t).availability()
         if not available.ok:
             raise UsageError(f"target {t} is not available: {available.reason}")
+    args.devices = {t: workers.gpus(runtime_target(t).vendor, args.gpus) for t in targets
+                    if runtime_target(t).is_gpu}   # --gpus naming a GPU not here stops the run here
     out = Path(args.out) if args.out else timestamped("reports")
     if (out / "results.jsonl").exists():
         raise UsageError(f"{out / 'results.jsonl'} exists already; choose a new --out")
@@ -172,7 +191,8 @@ def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Pat
     except OSError as exc:   # a full disk, say: say so in one line and keep what was written
         stopped, status = f"cannot write {exc.filename or results_path}: {exc.strerror or exc}", 1
         print(f"portcheck: error: {stopped}", file=sys.stderr, flush=True)
-    records = results.read(results_path) if results_path.exists() else []
+    records = _in_unit_order(results_path, targets, args, selected, dtypes)
+    _remember(records, targets)
     manifest.update(status="interrupted" if stopped else "partial" if unfinished else "complete",
                     finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     if stopped or unfinished:
@@ -191,33 +211,137 @@ def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Pat
 
 def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, results_path: Path, seed: int,
                        unfinished: list) -> int:
-    """Each target's worker(s) under supervision; a worker that stopped outside any case is
+    """Each target's workers under supervision; a worker that stopped outside any case is
     listed in `unfinished` (the run is then partial) and the next target still runs."""
     status = 0
     for target in targets:
-        cmd = [sys.executable, "-m", "portcheck", *_child_argv(args, target, seed, results_path)]
         env = dict(os.environ)
         env.pop("TRITON_INTERPRET", None)
         if target == "interpreter":
             env["TRITON_INTERPRET"] = "1"
-        print(f"== {target}: portcheck {shlex.join(cmd[3:])}", flush=True)
-        try:
-            if target in sanitizers:   # one worker per case x dtype, so a finding names its case
+        if target in sanitizers:   # one worker per case x dtype, so a finding names its case
+            print(f"== {target}: portcheck {shlex.join(_child_argv(args, target, seed, results_path))}", flush=True)
+            try:
                 status = max(status, run_each(sanitizers[target], _units(args, selected, dtypes),
                                               _one_unit_command(args, target, seed), env, results_path,
                                               target, matrix.timeout))
-            else:
-                status = max(status, supervise(cmd, env, results_path, target, matrix.timeout))
-        except Unfinished as exc:   # its remaining cases never ran: the run is partial
-            unfinished.append(str(exc))
-            status = max(status, 1)
-            print(f"portcheck: {exc}", file=sys.stderr, flush=True)
+            except Unfinished as exc:   # its remaining cases never ran: the run is partial
+                unfinished.append(str(exc))
+                status = max(status, 1)
+                print(f"portcheck: {exc}", file=sys.stderr, flush=True)
+            continue
+        status = max(status, _pool(args, matrix, target, selected, dtypes, env, results_path, seed, unfinished))
+        if _timed(args, matrix, target) and not unfinished:
+            status = max(status, _pool(args, matrix, target, selected, dtypes, env, results_path, seed,
+                                       unfinished, timing=True))
     return status
+
+
+def _timed(args, matrix, target: str) -> bool:
+    """Whether the run takes the median-time column on this target (GPUs only, not --as-arch)."""
+    return matrix.time and not args.no_time and runtime_target(target).is_gpu and not args.as_arch
+
+
+def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: Path, seed: int,
+          unfinished: list, timing: bool = False) -> int:
+    """A pool of supervised workers per GPU (on the interpreter, one pool) that claim the run's
+    units one at a time; with `timing`, one worker per GPU that times the passed cases, alone on
+    its GPU (a time taken beside other workers would measure them too)."""
+    units = _keys(args, selected, dtypes)
+    vendor = runtime_target(target).vendor
+    devices = getattr(args, "devices", {}).get(target, [])
+    if timing:
+        jobs = 1
+        todo = len(_passed_units(results_path, target, selected))
+        if not todo:
+            return 0
+    else:
+        jobs = args.jobs or workers.default_jobs(len(devices), _gpu_memory(target))
+        todo = len(units)
+    jobs = max(1, min(jobs, -(-todo // max(1, len(devices)))))   # no more workers than units
+    slots = workers.slots(vendor if devices else None, devices, jobs, env)
+    argv = _child_argv(args, target, seed, results_path) + (["--time-only"] if timing else [])
+    where = f" on GPU {', '.join(devices)}" if devices else ""
+    what = "timing" if timing else "checking"
+    print(f"== {target}: {what} with {len(slots)} worker(s){where}: portcheck {shlex.join(argv)}", flush=True)
+    progress = Progress(f"{target}: {'timed' if timing else 'cases'}", todo, eta=True)
+    lock = threading.Lock()
+
+    def output(line: str) -> None:
+        with lock:
+            progress.clear()   # the line starts on a clean line; the bar follows it
+            print(line, flush=True)
+            progress.advance(0)
+
+    seen = _Follow(results_path if not timing else _timings_path(results_path, target),
+                   target, units if not timing else None)
+
+    def tick() -> None:
+        with lock:
+            progress.advance(seen.new())
+
+    def worker(slot) -> dict:
+        on_fault = (lambda state, why: results.append(_timings_path(results_path, target), {
+            "case": state["case"], "dtype": state["dtype"], "target": target, "time_ms": None,
+            "seconds": 0.0, "message": f"timing failed: {why}"})) if timing else None
+        return dict(cmd=[sys.executable, "-m", "portcheck", *argv, "--worker-slot", str(slot.index)],
+                    env=slot.env, results_path=results_path, target=target, case_timeout=matrix.timeout,
+                    inflight=inflight_path(results_path, target, slot.index), output=output, on_fault=on_fault)
+
+    progress.advance(0)
+    try:
+        status, stopped = supervise_all([worker(slot) for slot in slots], while_waiting=tick)
+    finally:
+        progress.close()
+    for why in dict.fromkeys(stopped):
+        unfinished.append(why)
+        print(f"portcheck: {why}", file=sys.stderr, flush=True)
+    return status
+
+
+def _gpu_memory(target: str) -> int | None:
+    if not runtime_target(target).is_gpu:
+        return None
+    import torch
+    return torch.cuda.get_device_properties(0).total_memory
+
+
+class _Follow:
+    """The units newly recorded in a results (or timings) file since the last look: the
+    supervisor's progress line, read from what the workers append."""
+
+    def __init__(self, path: Path, target: str, units: list[str] | None):
+        self.path, self.target = path, target
+        self.units = set(units) if units is not None else None
+        self.offset, self.seen = 0, set()
+
+    def new(self) -> int:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return 0
+        complete = chunk[:chunk.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        before = len(self.seen)
+        for line in complete.splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if r.get("target") != self.target or r.get("kind", "runtime") != "runtime":
+                continue
+            plain = workers.unit_key(r.get("case", ""), r.get("dtype", ""))
+            for key in (plain, workers.unit_key(r.get("case", ""), r.get("dtype", ""), r.get("arch"))):
+                if self.units is None and key == plain or self.units is not None and key in self.units:
+                    self.seen.add(key)
+        return len(self.seen) - before
 
 
 def _child_argv(args, target: str, seed: int, results_path: Path) -> list[str]:
     argv = ["run", "--target", target, "--seed", str(seed), "--worker", str(results_path)]
-    for flag in ("matrix", "cases", "kernel", "dtype", "profile", "replay", "as_arch"):
+    for flag in ("matrix", "cases", "kernel", "dtype", "profile", "replay", "as_arch", "shard"):
         value = getattr(args, flag)
         if value:
             argv += [f"--{flag.replace('_', '-')}", value]
@@ -235,31 +359,101 @@ def _checks(args):
     return Checks(guards=not args.no_guards, launches=args.launches, sanitize=args.sanitize)
 
 
-def _units(args, selected, dtypes) -> list[tuple[str, str]]:
-    """Every case x dtype the run checks (a replay: its spec's dtype only)."""
+def _work_list(args, selected, dtypes) -> list[tuple]:
+    """The run's units in order: (case, dtype, group of archs or None), each checked by one
+    worker; under --as-arch, each group of archs that make the same launches (as_arch.groups)
+    in turn; a replay: its spec's dtype only; --shard: its part."""
     spec = getattr(args, "replay_spec", None)
-    return [(c.name, d) for c in selected for d in c.dtypes
-            if (dtypes is None or d in dtypes) and (spec is None or spec.get("dtype") == d)]
+    pairs = [(c, d) for c in selected for d in c.dtypes
+             if (dtypes is None or d in dtypes) and (spec is None or spec.get("dtype") == d)]
+    groups = getattr(args, "as_arch_groups", None) or [None]
+    return workers.shard([(c, d, g) for g in groups for c, d in pairs], args.shard)
+
+
+def _key(case, dtype: str, group) -> str:
+    return workers.unit_key(case.name, dtype, group[0].name if group else None)
+
+
+def _keys(args, selected, dtypes) -> list[str]:
+    return [_key(c, d, g) for c, d, g in _work_list(args, selected, dtypes)]
+
+
+def _units(args, selected, dtypes) -> list[tuple[str, str]]:
+    """Every case x dtype the run checks, by name (a sanitizer's workers take one each)."""
+    return [(c.name, d) for c, d, _ in _work_list(args, selected, dtypes)]
 
 
 def _one_unit_command(args, target: str, seed: int):
     """The worker command that checks one case x dtype (untimed: timing under a sanitizer means
     nothing) into a given results file."""
     def command(case: str, dtype: str, results_path: Path) -> list[str]:
-        one = argparse.Namespace(**{**vars(args), "kernel": case, "dtype": dtype, "no_time": True})
+        one = argparse.Namespace(**{**vars(args), "kernel": case, "dtype": dtype, "no_time": True, "shard": None})
         return [sys.executable, "-m", "portcheck", *_child_argv(one, target, seed, results_path)]
     return command
 
 
-def _done(results_path: Path, target: str) -> set[tuple[str, str]]:
+def _timings_path(results_path: Path, target: str) -> Path:
+    return Path(results_path).with_name(f".{target}.timings.jsonl")
+
+
+def _passed_units(results_path: Path, target: str, selected) -> list[tuple[str, str]]:
+    """The cases x dtypes that passed on the target and have a bench spec to time."""
+    benched = {c.name for c in selected if c.bench}
+    return [(r["case"], r["dtype"]) for r in (results.read(results_path) if results_path.exists() else [])
+            if r.get("kind") == "runtime" and r.get("target") == target and r.get("verdict") == "pass"
+            and r.get("evidence") != "as-arch" and r["case"] in benched]
+
+
+def _in_unit_order(results_path: Path, targets: list[str], args, selected, dtypes) -> list[dict]:
+    """The run's records with each target's times folded in, rewritten in the order of the units
+    (whichever worker made them, whenever): what the report shows and the file holds."""
     if not results_path.exists():
-        return set()
-    return {(r["case"], r["dtype"]) for r in results.read(results_path)
-            if r.get("kind") == "runtime" and r.get("target") == target}
+        return []
+    records = results.read(results_path)
+    for target in targets:
+        timings = _timings_path(results_path, target)
+        if not timings.exists():
+            continue
+        times = {(t["case"], t["dtype"]): t for t in results.read(timings)}
+        for r in records:
+            t = times.get((r.get("case"), r.get("dtype")))
+            if t is not None and r.get("target") == target and r.get("evidence") != "as-arch":
+                r["time_ms"] = t["time_ms"]
+                phases = r.setdefault("phases", {})   # the check's warm-up, then the timing
+                phases["timing"] = round(phases.get("timing", 0.0) + t["seconds"], 4)
+                r["message"] = t["message"] or r.get("message", "")
+        timings.unlink()
+    ordered = workers.in_unit_order(records, targets, _record_order(args, selected, dtypes))
+    results.rewrite(results_path, ordered)
+    for claims in results_path.parent.glob(".claims-*"):
+        shutil.rmtree(claims, ignore_errors=True)
+    return ordered
+
+
+def _remember(records: list[dict], targets: list[str]) -> None:
+    """Each unit's seconds, for the next run's claim order on this machine (workers.History)."""
+    for target in targets:
+        if not runtime_target(target).availability().ok:
+            continue
+        seconds = {}
+        for r in records:
+            if r.get("target") == target and r.get("kind") == "runtime" and r.get("phases"):
+                arch = r.get("arch") if r.get("evidence") == "as-arch" else None
+                seconds[workers.unit_key(r["case"], r["dtype"], arch)] = sum(r["phases"].values())
+        workers.History().record(workers.history_scope(target, runtime_target(target).arch()), seconds)
+
+
+def _record_order(args, selected, dtypes) -> list[str]:
+    """Unit keys in run order, an as-arch unit once per arch of its group."""
+    return [workers.unit_key(c.name, d, a.name if g else None)
+            for c, d, g in _work_list(args, selected, dtypes) for a in (g or [None])]
 
 
 def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
-    """Worker process: fixed to one target's Triton mode; appends one record per case x dtype."""
+    """Worker process: fixed to one target's Triton mode; claims units one at a time (another
+    worker of the run may take any of them) and appends one record per unit (per arch under
+    --as-arch); with --time-only, times the cases that passed instead."""
+    from ..runner import reproduce_command
     from ..session import Session
     from ..supervise import watch_supervisor
     watch_supervisor()
@@ -270,101 +464,85 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
                          + (["--as-arch", args.as_arch] if args.as_arch else []))
     overrides = load_overrides(matrix.overrides) if matrix.overrides else []
     scale = TIME_SCALE[args.sanitize] if args.sanitize else 1   # as the supervisor's limit (sanitize.run_each)
+    # a check never times: the supervisor's --time-only workers do, each alone on its GPU
     session = Session(target, profile=args.profile or matrix.profile, max_elements=matrix.max_elements,
                       seed=args.seed, overrides=overrides, results_path=results_path,
-                      time=matrix.time and not args.no_time, command=command, timeout=matrix.timeout * scale)
-    inflight = inflight_path(results_path, target)
+                      time=False, command=command, timeout=matrix.timeout * scale)
+    session.warm_bench = _timed(args, matrix, target)
+    inflight = inflight_path(results_path, target, args.worker_slot)
     if not session.availability.ok:   # the supervisor checked it; a worker says it stopped early
         raise UsageError(f"{target}: not available: {session.availability.reason}")
+    if args.time_only:
+        _time_work(session, results_path, target, selected, inflight)
+        finish(inflight, False)
+        return 0
     if target == "interpreter" and args.launches > 1:
         from ..targets.interpreter_order import check_supported
         check_supported()   # launches after the first shuffle the programs' order
-    done = _done(results_path, target)
+    claims = workers.Claims(workers.claims_folder(results_path, target))
     provenance = session.provenance()
-    failed = any(r.get("verdict") in ("fail", "error", "xpass") for r in
-                 (results.read(results_path) if done else []) if r.get("target") == target)
+    failed = False
     for module, why in registry.LOAD_ERRORS.items():   # a module that does not import fails alone
-        if (module, "-") not in done:
+        failed = True
+        if claims.take(f"module:{module}"):
             results.append(results_path, results.Result(
                 "runtime", module, module.rsplit(".", 1)[-1], "-", target, session.arch, "error",
                 "gpu" if session.target.is_gpu else "interpreter",
                 message=f"kernel module does not import: {why}", provenance=provenance).to_dict())
             print(f"{target}/{session.arch} {module}: does not import: {why}", flush=True)
-        failed = True
-    if args.as_arch:   # each arch's launch configurations instead of the local device's
-        failed |= _work_as_arch(args, session, target, selected, dtypes, inflight, provenance)
-        finish(inflight, failed)
-        return 1 if failed else 0
-    units = _units(args, selected, dtypes)
-    progress = Progress(f"{target}: cases", len(units), done=len(done & set(units)), eta=True)
-    progress.advance(0)   # drawn on a terminal while the first case runs
-    for case in selected:
-        for dtype in [d for d in case.dtypes if dtypes is None or d in dtypes]:
-            spec = getattr(args, "replay_spec", None)
-            if (case.name, dtype) in done or (spec is not None and spec.get("dtype") != dtype):
-                continue
-            from ..runner import reproduce_command
-            state = {"case": case.name, "family": case.family, "dtype": dtype, "arch": session.arch,
-                     "started": __import__("time").time(), "provenance": provenance,
-                     "reproduce": reproduce_command(target, case.name, dtype, None)}
-            announce(inflight, state)
+    spec = getattr(args, "replay_spec", None)
+    units = workers.History().longest_first(_work_list(args, selected, dtypes), lambda u: _key(*u),
+                                            workers.history_scope(target, session.arch))
+    for case, dtype, group in units:
+        if not claims.take(_key(case, dtype, group)):
+            continue
+        arch = group[0].name if group else session.arch
+        state = {"case": case.name, "family": case.family, "dtype": dtype, "arch": arch,
+                 "started": time.time(), "provenance": provenance, **({"evidence": "as-arch"} if group else {}),
+                 "reproduce": reproduce_command(target, case.name, dtype, None,
+                                                as_arch=group[0].name if group else None)}
+        announce(inflight, state)
 
-            def on_example(example, state=state):
-                announce(inflight, {**state, "spec": example})
+        def on_example(example, state=state):
+            announce(inflight, {**state, "spec": example})
 
-            r = session.run(case, dtype, spec=spec, on_example=on_example)
-            inflight.unlink(missing_ok=True)
+        found = (session.run_as_arch(case, dtype, group, spec=spec, on_example=on_example) if group
+                 else [session.run(case, dtype, spec=spec, on_example=on_example)])
+        inflight.unlink(missing_ok=True)
+        for r in found:
             failed |= not r.passed
-            progress.clear()   # the case's lines start on a clean line; the bar follows them
-            extra = f" {r.metrics['max_ulp']:.3g} ulp" if r.verdict != "error" and r.metrics else ""
-            print(f"{target}/{session.arch} {case.name:<24} {dtype:<8} {r.verdict:<6}{extra}"
-                  f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
-            for rank, cause in enumerate(r.diagnosis[:3], start=1):   # the evidence of the first
-                print(f"    likely cause {rank}: {cause['cause']}"
-                      + (f" ({cause['evidence']})" if rank == 1 and cause["evidence"] else ""), flush=True)
-            if not r.passed:
-                print(f"    replay: {r.reproduce}", flush=True)
-            progress.advance()
-            if r.verdict == "error" and session.target.is_gpu and not gpu_context_ok():
-                print(f"{target}: the GPU context is unusable after this case; restarting the worker",
-                      flush=True)
-                sys.exit(EXIT_CONTEXT_LOST)
-    progress.close()
+            _print_result(target, session.arch, r)
+        if found[-1].verdict == "error" and session.target.is_gpu and not gpu_context_ok():
+            print(f"{target}: the GPU context is unusable after this case; restarting the worker", flush=True)
+            sys.exit(EXIT_CONTEXT_LOST)
     finish(inflight, failed)   # the only normal end: any other exit is a fault of the case in flight
     return 1 if failed else 0
 
 
-def _work_as_arch(args, session, target: str, selected, dtypes, inflight: Path, provenance: dict) -> bool:
-    """The worker's loop under --as-arch: each case x dtype once per group of archs that make the
-    same launches, one record per arch; True when any failed."""
-    from ..runner import reproduce_command
-    results_path = Path(args.worker)
-    done = {(r["case"], r["dtype"], r["arch"]) for r in (results.read(results_path) if results_path.exists() else [])
-            if r.get("target") == target and r.get("evidence") == "as-arch"}
-    spec = getattr(args, "replay_spec", None)
-    failed = False
-    for group in args.as_arch_groups:
-        for case in selected:
-            for dtype in [d for d in case.dtypes if dtypes is None or d in dtypes]:
-                if (case.name, dtype, group[0].name) in done or (spec is not None and spec.get("dtype") != dtype):
-                    continue
-                state = {"case": case.name, "family": case.family, "dtype": dtype, "arch": group[0].name,
-                         "started": __import__("time").time(), "provenance": provenance,
-                         "reproduce": reproduce_command(target, case.name, dtype, None, as_arch=group[0].name)}
-                announce(inflight, state)
+def _print_result(target: str, local_arch: str, r) -> None:
+    forced = f" as {r.arch:<8}" if r.evidence == "as-arch" else ""
+    extra = f" {r.metrics['max_ulp']:.3g} ulp" if r.verdict != "error" and r.metrics and not forced else ""
+    print(f"{target}/{local_arch}{forced} {r.case:<24} {r.dtype:<8} {r.verdict:<6}{extra}"
+          f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
+    for rank, cause in enumerate(r.diagnosis[:3], start=1):   # the evidence of the first
+        print(f"    likely cause {rank}: {cause['cause']}"
+              + (f" ({cause['evidence']})" if rank == 1 and cause["evidence"] else ""), flush=True)
+    if not r.passed:
+        print(f"    replay: {r.reproduce}", flush=True)
 
-                def on_example(example, state=state):
-                    announce(inflight, {**state, "spec": example})
 
-                for r in session.run_as_arch(case, dtype, group, spec=spec, on_example=on_example):
-                    failed |= not r.passed
-                    print(f"{target}/{session.arch} as {r.arch:<8} {case.name:<24} {dtype:<8} {r.verdict:<6}"
-                          f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
-                    if not r.passed:
-                        print(f"    replay: {r.reproduce}", flush=True)
-                inflight.unlink(missing_ok=True)
-                if r.verdict == "error" and session.target.is_gpu and not gpu_context_ok():
-                    print(f"{target}: the GPU context is unusable after this case; restarting the worker",
-                          flush=True)
-                    sys.exit(EXIT_CONTEXT_LOST)
-    return failed
+def _time_work(session, results_path: Path, target: str, selected, inflight: Path) -> None:
+    """A --time-only worker: the median time of each passed case x dtype that no other timing
+    worker claimed, appended to the target's timings file (folded into the records at the end)."""
+    claims = workers.Claims(workers.claims_folder(results_path, target, "time"))
+    by_name = {c.name: c for c in selected}
+    timings = _timings_path(results_path, target)
+    for name, dtype in _passed_units(results_path, target, selected):
+        if not claims.take(workers.unit_key(name, dtype)):
+            continue
+        announce(inflight, {"case": name, "dtype": dtype, "arch": session.arch, "started": time.time(),
+                            "timing": True})
+        ms, message, seconds = session.measure(by_name[name], dtype)
+        results.append(timings, {"case": name, "dtype": dtype, "target": target, "time_ms": ms,
+                                 "seconds": seconds, "message": message})
+        inflight.unlink(missing_ok=True)

@@ -161,3 +161,5 @@ def select_mode(target_name: str, raw_interpreter: bool = False) -> None:
         torch.set_num_threads(1)
     else:
         os.environ.pop("TRITON_INTERPRET", None)
+        from ..workers import share_cpus
+        share_cpus()   # the float64 oracles and comparisons of several workers share the CPUs

@@ -48,12 +48,13 @@ def _wait_for_case(out: Path, case: str, proc, limit: float = 240) -> dict:
     deadline = time.time() + limit
     while time.time() < deadline:
         assert proc.poll() is None, proc.communicate()
-        try:
-            state = json.loads((out / ".interpreter.inflight.json").read_text())
-        except (OSError, ValueError):
-            state = {}
-        if state.get("case") == case:
-            return state
+        for inflight in out.glob(".interpreter*.inflight.json"):   # a worker's, of several
+            try:
+                state = json.loads(inflight.read_text())
+            except (OSError, ValueError):
+                state = {}
+            if state.get("case") == case:
+                return state
         time.sleep(0.2)
     raise AssertionError(f"{case} never started")
 
@@ -143,6 +144,9 @@ def test_defect2_sigterm_kills_the_worker_and_leaves_a_partial_report_that_repor
     proc = subprocess.Popen(_run_cmd(out, "fault_ok,fault_hang"), env=_env("tests.support.fault_cases"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state = _wait_for_case(out, "fault_hang", proc)
+    deadline = time.time() + 240   # another worker may still be checking fault_ok
+    while time.time() < deadline and "fault_ok" not in ((out / "results.jsonl").exists() and _records(out) or {}):
+        time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err

@@ -1,0 +1,200 @@
+"""How `portcheck run` spreads its work over worker processes: one pool per GPU, units claimed
+one at a time, and the records put back in one order whatever the schedule.
+
+A unit is one case x dtype (under --as-arch: x a group of archs), checked by one worker from its
+own seed, so its record does not depend on which worker took it or when. Every worker walks the
+same list of units, longest first by the seconds each took in the last run on this machine
+(`History`; units never run go first, in matrix order), and takes the next one nobody has claimed
+(an exclusive file create in the run's claims folder): the long units start at once and the short
+ones fill the end, a slow unit never holds up a queue of others behind it, and a
+worker restarted after a crash skips what is claimed, the unit it crashed in included (its
+supervisor recorded that one). Once the workers are done, the records are rewritten in the
+order of the units (`in_unit_order`), so a parallel run's report equals a serial run's.
+
+Workers share the host's CPUs: each gets its share of torch's intra-op threads (`share_cpus`),
+and a GPU's workers are pinned to it with the visibility variable (portcheck.pinning).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+from .pinning import VISIBLE_VAR, visible_devices
+
+PROCESSES_VAR = "PORTCHECK_PROCESSES"   # how many worker processes share this host's CPUs
+GIB_PER_GPU_WORKER = 4                  # host and device memory one GPU worker may take, generously
+MAX_JOBS_PER_GPU = 16
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+def share_cpus() -> None:
+    """Give this process its share of the host's CPUs for torch's intra-op threads: the worker
+    processes of a run (PORTCHECK_PROCESSES) or of pytest-xdist (PYTEST_XDIST_WORKER_COUNT)
+    would otherwise each start one thread per CPU and contend for them."""
+    processes = os.environ.get(PROCESSES_VAR) or os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if processes and processes.isdigit() and int(processes) > 1:
+        import torch
+        torch.set_num_threads(max(1, cpu_count() // int(processes)))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One worker process of a run: its index and the environment that pins it to its GPU."""
+    index: int
+    gpu: str | None       # as the visibility variable names it; None on the interpreter
+    env: dict
+
+
+def gpus(vendor: str, requested: str | None) -> list[str]:
+    """The GPUs a run uses: every one visible, or the indices --gpus names among them."""
+    visible = visible_devices(vendor)
+    if not requested:
+        return visible
+    chosen = []
+    for item in requested.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) >= len(visible):
+            raise UsageError(f"--gpus: no GPU {item!r} here: {len(visible)} visible, indices 0 to "
+                             f"{len(visible) - 1}" if visible else "--gpus: no GPU is visible here")
+        if visible[int(item)] not in chosen:
+            chosen.append(visible[int(item)])
+    return chosen
+
+
+def default_jobs(n_gpus: int, gpu_memory_bytes: int | None = None) -> int:
+    """Workers per GPU (on the interpreter, in all): one per CPU, as far as memory allows.
+    Compiling (a CPU's work) dominates a cold GPU run, and a warm one keeps the GPU busy."""
+    per_gpu = cpu_count() // max(1, n_gpus)
+    if gpu_memory_bytes:
+        per_gpu = min(per_gpu, gpu_memory_bytes // (GIB_PER_GPU_WORKER << 30))
+    return max(1, min(per_gpu, MAX_JOBS_PER_GPU))
+
+
+def check_jobs(jobs: int | None) -> None:
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs must be at least 1 (worker processes per GPU), got {jobs}")
+
+
+def slots(vendor: str | None, devices: list[str], jobs: int, env: dict) -> list[Slot]:
+    """`jobs` workers per GPU (the interpreter: `jobs` in all), round-robin over the GPUs so that
+    the first workers started spread over all of them."""
+    count = jobs * max(1, len(devices))
+    out = []
+    for i in range(count):
+        slot_env = {**env, PROCESSES_VAR: str(count)}
+        gpu = devices[i % len(devices)] if devices else None
+        if gpu is not None:
+            slot_env[VISIBLE_VAR[vendor]] = gpu
+            if vendor == "amd":   # HIP reads both variables: the one set must be the one meant
+                slot_env.pop("CUDA_VISIBLE_DEVICES", None)
+        out.append(Slot(i, gpu, slot_env))
+    return out
+
+
+def shard(units: list, spec: str | None) -> list:
+    """The I-th of N parts of the units ('I/N', 1-based), dealt round-robin so that each part
+    gets long and short units alike; all of them without a spec."""
+    if not spec:
+        return units
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard wants I/N (e.g. 1/2), got {spec!r}") from None
+    if not 1 <= i <= n:
+        raise UsageError(f"--shard {spec}: I must be between 1 and N")
+    return units[i - 1::n]
+
+
+class Claims:
+    """Worker side: which units are taken, as files in the run's claims folder (an exclusive
+    create is atomic on every local file system)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def take(self, key: str) -> bool:
+        path = self.folder / key.replace("/", "_").replace(":", "_")
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return False
+        return True
+
+
+def claims_folder(results_path: Path, target: str, purpose: str = "check") -> Path:
+    return Path(results_path).with_name(f".claims-{target}-{purpose}")
+
+
+def unit_key(case: str, dtype: str, arch: str | None = None) -> str:
+    return f"{case}:{dtype}" + (f":{arch}" if arch else "")
+
+
+class History:
+    """Seconds per unit in the last run on this machine, per target and arch, in portcheck's
+    cache folder ($XDG_CACHE_HOME/portcheck, else ~/.cache/portcheck): it orders the claims only,
+    so a missing, stale or unreadable file costs speed, never a result."""
+
+    def __init__(self, path: Path | None = None):
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        self.path = path or cache / "portcheck" / "unit-seconds.json"
+
+    def load(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def longest_first(self, items: list, key_of, scope: str) -> list:
+        """`items` by their unit's recorded seconds, longest first; units never recorded first,
+        in the order given."""
+        seconds = self.load().get(scope, {})
+        seconds = seconds if isinstance(seconds, dict) else {}
+
+        def order(indexed):
+            i, item = indexed
+            s = seconds.get(key_of(item))
+            known = isinstance(s, (int, float))
+            return (known, -s if known else 0.0, i)
+        return [item for _, item in sorted(enumerate(items), key=order)]
+
+    def record(self, scope: str, seconds: dict[str, float]) -> None:
+        """Merge a run's seconds per unit (best effort: the cache may be read-only)."""
+        if not seconds:
+            return
+        data = self.load()
+        data[scope] = {**(data.get(scope) if isinstance(data.get(scope), dict) else {}),
+                       **{k: round(v, 2) for k, v in seconds.items()}}
+        try:
+            from .reports.output import atomic_write
+            atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True))
+        except Exception:   # noqa: BLE001  a cache that cannot be written only orders less well
+            pass
+
+
+def history_scope(target: str, arch: str) -> str:
+    return f"{target}/{arch}"
+
+
+def in_unit_order(records: list[dict], targets: list[str], order: list[str]) -> list[dict]:
+    """Records sorted by target, then by the unit they belong to (`order`: unit keys, as-arch
+    units by each arch), records of no unit (a kernel module that does not import) first; ties
+    keep their order in the file."""
+    position = {key: i for i, key in enumerate(order)}
+
+    def key(indexed):
+        i, r = indexed
+        target = targets.index(r["target"]) if r.get("target") in targets else len(targets)
+        arch = r.get("arch") if r.get("evidence") == "as-arch" else None
+        return target, position.get(unit_key(r.get("case", ""), r.get("dtype", ""), arch), -1), i
+    return [r for _, r in sorted(enumerate(records), key=key)]

@@ -1,0 +1,129 @@
+"""`portcheck run --jobs N`: parallel workers give the records of a serial run, in the same order;
+bad --jobs, --gpus and --shard are usage errors; the helpers of portcheck/workers.py."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portcheck import cli, workers
+from portcheck.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.xdist_group("workers")
+# what may differ between two runs of the same checks: wall times and the command line
+VARYING = ("phases", "provenance")
+
+
+def _run(out: Path, jobs: int, kernels: str, *extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PORTCHECK_CASE_MODULES="tests.support.reliability_cases,tests.support.fault_cases",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TRITON_INTERPRET", None)
+    return subprocess.run([sys.executable, "-m", "portcheck", "run", "--target", "interpreter", "--kernel", kernels,
+                           "--profile", "ci", "--seed", "7", "--jobs", str(jobs), "--out", str(out), *extra],
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+def _records(out: Path) -> list[dict]:
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in VARYING} for r in records]
+
+
+def test_a_parallel_run_gives_the_records_of_a_serial_run(tmp_path):
+    # a passing case, a failing one (shrunk, diagnosed) and one whose worker dies (a fault record)
+    kernels = "rel_a_ok,softmax,fault_nan,rel_exit1,silu_mul"
+    serial, parallel = _run(tmp_path / "serial", 1, kernels), _run(tmp_path / "parallel", 3, kernels)
+    assert serial.returncode == parallel.returncode == 1, parallel.stderr[-2000:]
+    assert "checking with 1 worker(s)" in serial.stdout and "checking with 3 worker(s)" in parallel.stdout
+    a, b = _records(tmp_path / "serial"), _records(tmp_path / "parallel")
+    assert [(r["case"], r["dtype"]) for r in a] == [(r["case"], r["dtype"]) for r in b]
+    assert a == b   # inputs, digests, verdicts, messages and replays, in the same order
+    assert {r["case"]: r["verdict"] for r in a if not r["verdict"] == "pass"} == {"fault_nan": "fail",
+                                                                                   "rel_exit1": "error"}
+    assert not list((tmp_path / "parallel").glob(".claims-*")), "claims are the run's scratch"
+
+
+def test_shards_together_check_every_unit_once(tmp_path):
+    whole = _records(tmp_path / "whole") if _run(tmp_path / "whole", 2, "softmax,silu_mul").returncode == 0 else None
+    assert whole is not None
+    parts = []
+    for i in (1, 2):
+        assert _run(tmp_path / f"part{i}", 1, "softmax,silu_mul", "--shard", f"{i}/2").returncode == 0
+        parts += _records(tmp_path / f"part{i}")
+    key = lambda r: (r["case"], r["dtype"])  # noqa: E731
+    assert sorted(parts, key=key) == sorted(whole, key=key)
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--jobs", "-2"], "--jobs must be at least 1"),
+    (["--shard", "3/2"], "--shard 3/2"),
+    (["--shard", "half"], "--shard wants I/N"),
+])
+def test_bad_parallel_options_are_usage_errors(tmp_path, capsys, flags, says):
+    assert cli.main(["run", "--target", "interpreter", "--kernel", "softmax", "--out", str(tmp_path / "o"),
+                     *flags]) == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "o").exists(), "nothing is written before the options are checked"
+
+
+def test_gpus_names_visible_devices_only(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert workers.gpus("nvidia", None) == ["2", "5"]
+    assert workers.gpus("nvidia", "1") == ["5"]   # an index among the visible ones
+    for bad in ("2", "-1", "x"):
+        with pytest.raises(UsageError, match="no GPU"):
+            workers.gpus("nvidia", bad)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(UsageError, match="no GPU is visible"):
+        workers.gpus("nvidia", "0")
+
+
+def test_slots_pin_each_worker_to_a_gpu_round_robin():
+    slots = workers.slots("nvidia", ["0", "1"], 2, {"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in slots] == ["0", "1", "0", "1"]
+    assert {s.env[workers.PROCESSES_VAR] for s in slots} == {"4"}
+    amd = workers.slots("amd", ["3"], 1, {"CUDA_VISIBLE_DEVICES": "3"})
+    assert amd[0].env["HIP_VISIBLE_DEVICES"] == "3" and "CUDA_VISIBLE_DEVICES" not in amd[0].env
+    interpreter = workers.slots(None, [], 2, {})
+    assert [s.gpu for s in interpreter] == [None, None]
+
+
+def test_default_jobs_follow_cpus_and_memory(monkeypatch):
+    monkeypatch.setattr(workers, "cpu_count", lambda: 16)
+    assert workers.default_jobs(1, 139 << 30) == 16
+    assert workers.default_jobs(2, 139 << 30) == 8
+    assert workers.default_jobs(1, 16 << 30) == 4       # 4 GiB a worker
+    assert workers.default_jobs(0) == 16                # the interpreter: one per CPU
+    monkeypatch.setattr(workers, "cpu_count", lambda: 1)
+    assert workers.default_jobs(4, 1 << 30) == 1
+
+
+def test_claims_are_taken_once(tmp_path):
+    a, b = workers.Claims(tmp_path / "c"), workers.Claims(tmp_path / "c")
+    assert a.take("softmax:fp16") and not b.take("softmax:fp16") and b.take("softmax:bf16")
+
+
+def test_records_come_back_in_unit_order():
+    rec = lambda case, dtype, target="cuda", **kw: {"case": case, "dtype": dtype, "target": target, **kw}  # noqa: E731
+    order = [workers.unit_key("a", "fp32"), workers.unit_key("b", "fp32"), workers.unit_key("b", "fp16")]
+    shuffled = [rec("b", "fp16"), rec("a", "fp32", target="interpreter"), rec("b", "fp32"), rec("a", "fp32"),
+                rec("mod", "-")]
+    ordered = workers.in_unit_order(shuffled, ["cuda", "interpreter"], order)
+    assert [(r["target"], r["case"], r["dtype"]) for r in ordered] == [
+        ("cuda", "mod", "-"), ("cuda", "a", "fp32"), ("cuda", "b", "fp32"), ("cuda", "b", "fp16"),
+        ("interpreter", "a", "fp32")]
+
+
+def test_share_cpus_splits_torch_threads(monkeypatch):
+    import torch
+    before = torch.get_num_threads()
+    monkeypatch.setattr(workers, "cpu_count", lambda: 16)
+    monkeypatch.setenv(workers.PROCESSES_VAR, "4")
+    try:
+        workers.share_cpus()
+        assert torch.get_num_threads() == 4
+    finally:
+        torch.set_num_threads(before)
