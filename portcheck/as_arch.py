@@ -112,6 +112,10 @@ def forcing(forced: Arch, local: Arch, notes: Notes):
             if forced.warp_size != local.warp_size:
                 notes.add(f"wave{forced.warp_size}: {warps} warps of {forced.warp_size} lanes run "
                           f"as {warps} warps of {local.warp_size}")
+            if kwargs.get("FP8_ACC", "none") not in ("none", forced.fp8_accumulation):
+                notes.add(f"fp8 dots promote to fp32 as on {local.name} ({kwargs['FP8_ACC']}), not as on "
+                          f"{forced.name} ({forced.fp8_accumulation}): that would sum on the local fp8 unit's "
+                          "narrower accumulator")
             if "tf32" in [v for v in kwargs.values() if isinstance(v, str)] and "tf32" not in local.dot_precisions:
                 notes.add(f"tf32 dots run as ieee fp32 on {local.name} (input_precision is not emulated "
                           "there); the tolerance is tf32's")

@@ -305,9 +305,6 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     evidence = forcing.EVIDENCE if forced else ("gpu" if TARGETS[target_name].is_gpu else "interpreter")
     result = Result("runtime", case.name, case.family, dtype, target_name, forced.name if forced else arch,
                     "pass", evidence, override=override.to_dict() if override else None)
-    if override is not None and override.action == "skip":
-        result.verdict, result.message = "skip", f"skipped by override: {override.reason}"
-        return result
     factor = override.factor if override is not None and override.action == "tolerance" else 1.0
     reason = override.reason if override is not None else ""
     search = _Search()
@@ -318,6 +315,10 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         local = facts_device.local_arch()
         notes = forcing.Notes()
         result.as_arch = forcing.record(forced, as_arch, arch, notes, search.not_here)
+    if override is not None and override.action == "skip":
+        result.verdict, result.message = "skip", f"skipped by override: {override.reason}"
+        return result
+    if forced:
         why_not = forcing.no_launch_reason(case, forced, dtype) or forcing.local_obstacle(forced, local, dtype)
         if why_not:
             result.verdict, result.message = "skip", why_not

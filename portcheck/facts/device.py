@@ -132,6 +132,18 @@ def dot_fp32_precision(arch: Arch) -> str:
     return arch.fp32_dot_precision()
 
 
+def fp8_accumulation(arch: Arch) -> str:
+    """How fp8 dots reach the fp32 accumulator on `arch` (Arch.fp8_accumulation), where they run.
+    Under a forced arch (--as-arch), a local device whose fp8 matrix unit sums into fewer bits
+    than fp32 (NVIDIA's 13 fraction bits) keeps its own promotion: the forced arch's would run on
+    the local accumulator, and check the local arithmetic instead of the forced arch's tiling."""
+    if _FORCED and arch is _FORCED[-1]:
+        local = local_arch()
+        if local.fp8_accumulation != "fused":
+            return local.fp8_accumulation
+    return arch.fp8_accumulation
+
+
 def compute_units(device=None) -> int:
     """SMs (NVIDIA) or CUs (AMD) of a GPU: a torch device, or None (or one without an index)
     for the current device."""

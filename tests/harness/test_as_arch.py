@@ -64,6 +64,20 @@ def test_the_forced_arch_answers_for_the_device_and_is_restored():
     assert device.current_arch() is local and device.drawn_config(["a", "b"]) is None
 
 
+def test_fp8_dots_promote_as_the_local_matrix_unit_needs(monkeypatch):
+    # found on the H200: sm_100a's in-place fp8 accumulation (tcgen05 sums in fp32) run on Hopper's
+    # 13-fraction-bit wgmma accumulator failed matmul_fp8's tolerance; the tiling is sm_100a's, the
+    # promotion the local unit's
+    assert (ARCHS["sm_100a"].fp8_accumulation, ARCHS["sm_90a"].fp8_accumulation) == ("fused", "partial")
+    monkeypatch.setattr(device, "local_arch", lambda: ARCHS["sm_90a"])
+    with device.forced_arch(ARCHS["sm_100a"]):
+        assert device.fp8_accumulation(ARCHS["sm_100a"]) == "partial"
+    assert device.fp8_accumulation(ARCHS["sm_100a"]) == "fused"   # cross-compiling: the arch's own
+    monkeypatch.setattr(device, "local_arch", lambda: INTERPRETER)   # sums in fp32: the forced arch's
+    with device.forced_arch(ARCHS["sm_90a"]):
+        assert device.fp8_accumulation(ARCHS["sm_90a"]) == "partial"
+
+
 @pytest.mark.parametrize("name", sorted(BUGS))
 def test_a_bug_of_one_archs_configuration_fails_only_under_that_arch(name, portcheck_session):
     case, arch = _case(name), ARCHS[BUGS[name]]
@@ -215,3 +229,19 @@ def test_reports_show_x_beside_c_and_the_gate_fails_an_x_failure(portcheck_sessi
     baseline = [grid.Entry(dict(passed), "baseline", 1)]
     outcome = gate.compare(baseline, [grid.Entry(r, "current", i) for i, r in enumerate([passed, failed], 1)])
     assert outcome.failed and [f.record["case"] for f in outcome.regressions] == ["arch_tail_mask"]
+
+
+def test_an_override_skip_under_as_arch_is_a_valid_record(portcheck_session):
+    # found on the H200: FNUZ cases skipped by override had an as_arch field with only "arch",
+    # which the schema (rightly) refused when `portcheck report` merged the run
+    import datetime as dt
+
+    from portcheck.overrides import Override
+    from portcheck.schema import check_result
+    skip = Override("softmax", "*", "*", "fp32", "skip", "no such format here", "here", dt.date(2099, 1, 1))
+    r = check(cases.get("softmax"), "interpreter", "cpu-interpreter", "fp32",
+              settings=hypothesis.settings(max_examples=1), max_elements=64, override=skip,
+              as_arch=[ARCHS["gfx942"]])
+    assert r.verdict == "skip" and r.as_arch["local"] == "cpu-interpreter"
+    r.provenance = portcheck_session.provenance()   # as Session.run_as_arch fills it in
+    check_result(r.to_dict())

@@ -12,7 +12,7 @@ from ... import strategies as S
 from ...cases import Case, Cost, Variant, register
 from ...dtypes import fmt
 from ...facts.archs import Arch
-from ...facts.device import current_arch, dot_fp32_precision, fp32_matmul
+from ...facts.device import current_arch, dot_fp32_precision, fp8_accumulation, fp32_matmul
 from ...facts.numerics import ERF_ULP, EXP_ULP, U_ADD, U_FP22, U_TF32
 from ...oracles.matmul import ACTIVATIONS, abs_product, int_matmul
 from ...oracles.matmul import matmul as matmul_ref
@@ -195,7 +195,7 @@ def _make(spec: dict, device: str) -> dict:
             "activation": spec["activation"], "out_dtype": out_dtype, "config": config,
             "arch": arch and arch.name,
             "precision": dot_fp32_precision(arch) if dtype == "fp32" and arch else None,
-            "fp8_acc": arch.fp8_accumulation if dtype in FP8_DTYPES and arch else None}
+            "fp8_acc": fp8_accumulation(arch) if dtype in FP8_DTYPES and arch else None}
 
 
 def _arch_if_known() -> Arch | None:
@@ -383,7 +383,7 @@ def _variant(arch, dtype: str, out: str, cfg: Config, *, b_col: bool, bias: bool
               **cfg.constexprs(), "EVEN_K": True, "WIDE": False, "HAS_BIAS": bias,
               "HAS_SCALES": fp8, "ACTIVATION": activation,
               "PRECISION": dot_fp32_precision(arch) if dtype == "fp32" else "ieee",
-              "FP8_ACC": arch.fp8_accumulation if fp8 else "none"}
+              "FP8_ACC": fp8_accumulation(arch) if fp8 else "none"}
     if not bias:
         consts["bias_ptr"] = None
     if not fp8:

@@ -12,7 +12,7 @@ import triton
 
 from ...dtypes import fmt
 from ...facts.archs import Arch
-from ...facts.device import current_arch, dot_fp32_precision, drawn_config, forced, interpreted
+from ...facts.device import current_arch, dot_fp32_precision, fp8_accumulation, drawn_config, forced, interpreted
 from ...oracles.matmul import ACTIVATIONS
 from .._configs import config_file
 from .._pruned import prune_configs_by
@@ -319,7 +319,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     consts = {"WIDE": max(spans) >= INDEX_LIMIT, "HAS_BIAS": bias is not None,
               "HAS_SCALES": is_fp8, "ACTIVATION": activation,
               "PRECISION": dot_fp32_precision(arch) if dtype == "fp32" else "ieee",
-              "FP8_ACC": arch.fp8_accumulation if is_fp8 else "none"}
+              "FP8_ACC": fp8_accumulation(arch) if is_fp8 else "none"}
     args = (a, b, out, bias, scale_a, scale_b, m, n, k, a.stride(0), a.stride(1), b.stride(0),
             b.stride(1), out.stride(0), out.stride(1))
     consts.update(alignment_hints(args[6:], a.element_size()))
