@@ -152,7 +152,23 @@ def fault_record(state: dict, target: str, evidence: str, why: str) -> dict:
                        provenance=state.get("provenance", {}))
     if spec is not None and r.reproduce:
         r.reproduce += " --replay " + _shell_quote(json.dumps(spec, sort_keys=True))
+    r.as_arch = dict(state.get("as_arch") or {})
     return r.to_dict()
+
+
+def fault_records(state: dict, target: str, evidence: str, why: str) -> list[dict]:
+    """The fault's record, once per arch that a check under --as-arch stood for (the state's
+    as_arch.stands_for), each with its own --as-arch in the replay."""
+    first = fault_record(state, target, evidence, why)
+    archs = first["as_arch"].get("stands_for") or [first["arch"]]
+    out = []
+    for arch in archs:
+        r = json.loads(json.dumps(first))
+        if r["as_arch"]:
+            r["arch"] = r["as_arch"]["arch"] = arch
+            r["reproduce"] = r["reproduce"].replace(f"--as-arch {archs[0]}", f"--as-arch {arch}")
+        out.append(r)
+    return out
 
 
 def _shell_quote(text: str) -> str:
@@ -227,7 +243,7 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
         if on_fault is not None:
             on_fault(state, why)
         else:
-            results.append(results_path, fault_record(state, target, state.get("evidence", evidence), why))
+            results.append_many(results_path, fault_records(state, target, state.get("evidence", evidence), why))
         line = f"{target}/{state.get('arch', '-')} {state['case']:<24} {state['dtype']:<8} error  {why}"
         output(line) if output else print(line, flush=True)
         if not restart:

@@ -24,10 +24,10 @@ from ..errors import UsageError
 from ..matrix import PROFILES, RunPlan
 from ..overrides import load as load_overrides
 from ..reports.markdown import markdown
-from ..reports.output import atomic_write, owned
+from ..reports.output import atomic_write, owned, write_reserved
 from ..reports.progress import Progress
 from ..sanitize import TIME_SCALE, TOOLS, for_target, run_each
-from ..supervise import (EXIT_CONTEXT_LOST, Stopped, Unfinished, announce, fault_record, finish, gpu_context_ok,
+from ..supervise import (EXIT_CONTEXT_LOST, Stopped, Unfinished, announce, finish, gpu_context_ok,
                          inflight_path, stopping_on_signals, supervise, supervise_all)
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
 from ..targets.runtime import target as runtime_target
@@ -37,6 +37,7 @@ from ._common import (DEFAULT_MATRIX, add_cases_argument, check_dtypes, csv, jso
 NAME = "run"
 HELP = "check kernels against float64 oracles on this machine's targets and write a report"
 RUN_MANIFEST = "run.json"
+MANIFEST_RESERVE = 4096   # bytes of trailing blanks the first run.json holds for its final state
 REPLAY_EXAMPLES = 30   # drawn from a case's strategy to check a --replay spec against
 
 
@@ -178,7 +179,8 @@ def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Pat
                 "status": "running", "matrix": str(matrix.path),
                 "overrides": str(matrix.overrides) if matrix.overrides else None}
     print(f"portcheck run: {plan_sources(matrix)}", flush=True)
-    atomic_write(out / RUN_MANIFEST, json.dumps(manifest, indent=2))
+    # written with room to spare: on a full disk its final state still fits in its own blocks
+    atomic_write(out / RUN_MANIFEST, json.dumps(manifest, indent=2) + "\n" + " " * MANIFEST_RESERVE)
     status, stopped, unfinished = 0, "", []
     try:
         with stopping_on_signals():
@@ -191,17 +193,28 @@ def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Pat
     except OSError as exc:   # a full disk, say: say so in one line and keep what was written
         stopped, status = f"cannot write {exc.filename or results_path}: {exc.strerror or exc}", 1
         print(f"portcheck: error: {stopped}", file=sys.stderr, flush=True)
-    records = _in_unit_order(results_path, targets, args, selected, dtypes)
+    failed_writes = []
+    try:
+        records = _in_unit_order(results_path, targets, args, selected, dtypes)
+    except UsageError as exc:   # a full disk: the records stay as the workers appended them
+        failed_writes.append(str(exc))
+        records = results.read(results_path) if results_path.exists() else []
     _remember(records, targets)
-    manifest.update(status="interrupted" if stopped else "partial" if unfinished else "complete",
-                    finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
-    if stopped or unfinished:
-        manifest["why"] = "; ".join(filter(None, [stopped, *unfinished]))
     title = f"portcheck run ({', '.join(targets)})"
-    if stopped or unfinished:
-        title += f" - PARTIAL: {manifest['why']}"
-    atomic_write(out / "matrix.md", markdown(records, title))
-    atomic_write(out / RUN_MANIFEST, json.dumps(manifest, indent=2))
+    why = "; ".join(filter(None, [stopped, *unfinished]))
+    try:
+        atomic_write(out / "matrix.md", markdown(records, title + (f" - PARTIAL: {why}" if why else "")))
+    except UsageError as exc:
+        failed_writes.append(str(exc))
+    if failed_writes:
+        status = max(status, 1)
+        print(f"portcheck: error: {'; '.join(failed_writes)}", file=sys.stderr, flush=True)
+    why = "; ".join(filter(None, [why, *failed_writes]))
+    manifest.update(status="interrupted" if stopped else "partial" if unfinished or failed_writes else "complete",
+                    finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    if why:
+        manifest["why"] = why
+    write_reserved(out / RUN_MANIFEST, json.dumps(manifest, indent=2))
     totals = results.phase_totals(records)
     if totals:
         print("\ntime per phase: " + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in totals.items()))
@@ -498,7 +511,8 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
             continue
         arch = group[0].name if group else session.arch
         state = {"case": case.name, "family": case.family, "dtype": dtype, "arch": arch,
-                 "started": time.time(), "provenance": provenance, **({"evidence": "as-arch"} if group else {}),
+                 "started": time.time(), "provenance": provenance,
+                 **({"evidence": "as-arch", "as_arch": _as_arch_field(group, session.arch)} if group else {}),
                  "reproduce": reproduce_command(target, case.name, dtype, None,
                                                 as_arch=group[0].name if group else None)}
         announce(inflight, state)
@@ -517,6 +531,12 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
             sys.exit(EXIT_CONTEXT_LOST)
     finish(inflight, failed)   # the only normal end: any other exit is a fault of the case in flight
     return 1 if failed else 0
+
+
+def _as_arch_field(group: list, local: str) -> dict:
+    """A record's as_arch field before the check has run (what a fault record carries)."""
+    from ..as_arch import Notes, record
+    return record(group[0], group, local, Notes(), [])
 
 
 def _print_result(target: str, local_arch: str, r) -> None:

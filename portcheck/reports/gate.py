@@ -46,12 +46,13 @@ class Thresholds:
     slowdown: float = 0.10       # relative growth of the median time that counts as a slowdown
 
     def __post_init__(self):
-        if not self.error_factor > 1:
-            raise UsageError(f"--error-factor must be greater than 1, got {self.error_factor}")
+        # NaN fails every comparison below; an infinity would switch its check off
+        if not 1 < self.error_factor < math.inf:
+            raise UsageError(f"--error-factor must be greater than 1 and finite, got {self.error_factor}")
         if not 0 <= self.error_floor < 1:
             raise UsageError(f"--error-floor must be within [0, 1), got {self.error_floor}")
-        if not self.slowdown > 0:
-            raise UsageError(f"--slowdown must be positive, got {self.slowdown}")
+        if not 0 < self.slowdown < math.inf:
+            raise UsageError(f"--slowdown must be positive and finite, got {self.slowdown}")
 
     def describe(self) -> str:
         return (f"worst error may grow up to x{self.error_factor:g} (ratios under {self.error_floor:g} of "

@@ -39,6 +39,29 @@ def atomic_write(path: Path, text: str) -> None:
     write_all({Path(path): text})
 
 
+def write_reserved(path: Path, text: str) -> None:
+    """Replace a file atomically; when that fails (a full disk), overwrite it in place instead,
+    padded with blanks to its old length, which needs no new blocks as long as the text is no
+    longer than the file was: a run's manifest is first written with room to spare for this."""
+    try:
+        atomic_write(path, text)
+        return
+    except UsageError as exc:
+        first = exc
+    data = text.encode()
+    try:
+        with open(path, "r+b") as f:
+            old = f.seek(0, os.SEEK_END)
+            if len(data) > old:
+                raise first
+            f.seek(0)
+            f.write(data + b" " * (old - len(data)))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        raise first from None
+
+
 def write_all(files: dict) -> None:
     """Write several files so that a failure leaves every old file as it was: all texts go to
     temporary files first, and only when every one is on disk are they renamed into place. A

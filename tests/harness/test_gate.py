@@ -157,8 +157,10 @@ def test_thresholds_are_flags(baseline, tmp_path, capsys):
     set_metric("worst_ratio", 0.55)(find(recs, "runtime", "sm_90a"))
     code, out, _ = gate(capsys, baseline, recs, tmp_path, "--error-factor", "1.5")
     assert code == 1 and "error-growth" in out and "x1.5" in out
-    code, _, err = gate(capsys, baseline, recs, tmp_path, "--error-factor", "0.5")
-    assert code == 2 and "--error-factor must be greater than 1" in err
+    for flag, value in (("--error-factor", "0.5"), ("--error-factor", "nan"), ("--error-factor", "inf"),
+                        ("--slowdown", "nan"), ("--slowdown", "inf"), ("--error-floor", "nan")):
+        code, _, err = gate(capsys, baseline, recs, tmp_path, flag, value)
+        assert code == 2 and f"{flag} must be" in err, (flag, value)
 
 
 def test_summary_file_and_escaping(baseline, tmp_path, capsys):

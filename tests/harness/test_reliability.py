@@ -257,6 +257,24 @@ def test_defect13_announce_leaves_no_temporary_when_the_disk_is_full(tmp_path, m
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_full_disk_still_gets_the_run_manifest_its_final_state(tmp_path, monkeypatch):
+    """run.json is written first with room to spare; when the disk is full at the end, its final
+    state is written into the file's own blocks instead of staying "running"."""
+    from portcheck.commands.run import MANIFEST_RESERVE
+    path = tmp_path / "run.json"
+    output.atomic_write(path, json.dumps({"status": "running"}) + "\n" + " " * MANIFEST_RESERVE)
+
+    def no_space(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "replace", no_space)
+    final = {"status": "partial", "why": "cannot write matrix.md: No space left on device", "seed": 0}
+    output.write_reserved(path, json.dumps(final, indent=2))
+    assert json.loads(path.read_text()) == final
+    with pytest.raises(UsageError):   # no room left in the file either: the error, not a torn file
+        output.write_reserved(path, json.dumps({"why": "x" * (2 * MANIFEST_RESERVE)}))
+    assert json.loads(path.read_text()) == final
+
+
 @pytest.mark.parametrize("command", ["report", "gate", "diff"])
 def test_defect9_an_output_path_that_is_a_directory_is_a_usage_error(tmp_path, capsys, command):
     results = write(tmp_path / "a" / "results.jsonl", [runtime("softmax", "fp32", "cuda", "sm_90a")])

@@ -127,3 +127,17 @@ def test_share_cpus_splits_torch_threads(monkeypatch):
         assert torch.get_num_threads() == 4
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_worker_that_dies_under_as_arch_fails_every_arch_its_check_stood_for(tmp_path, capsys):
+    # sm_89 and sm_120 make the same launches (one check stands for both): a fault in it is a
+    # record for each, with its own replay, valid for `portcheck report`
+    out = tmp_path / "run"
+    proc = _run(out, 1, "rel_exit1", "--as-arch", "sm_89,sm_120,gfx1100")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["arch"] for r in records) == ["gfx1100", "sm_120", "sm_89"]
+    for r in records:
+        assert (r["verdict"], r["evidence"]) == ("error", "as-arch") and "status 1" in r["message"]
+        assert r["as_arch"]["arch"] == r["arch"] and f"--as-arch {r['arch']} " in r["reproduce"]
+    assert cli.main(["report", str(out), "--out", str(tmp_path / "merged"), "--quiet"]) == 0
