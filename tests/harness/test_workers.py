@@ -141,3 +141,27 @@ def test_a_worker_that_dies_under_as_arch_fails_every_arch_its_check_stood_for(t
         assert (r["verdict"], r["evidence"]) == ("error", "as-arch") and "status 1" in r["message"]
         assert r["as_arch"]["arch"] == r["arch"] and f"--as-arch {r['arch']} " in r["reproduce"]
     assert cli.main(["report", str(out), "--out", str(tmp_path / "merged"), "--quiet"]) == 0
+
+
+def test_claims_go_longest_first_by_this_machines_history_else_the_shipped_one(tmp_path):
+    shipped = tmp_path / "shipped.json"
+    shipped.write_text(json.dumps({"cuda/sm_90a": {"a:fp16": 1.0, "b:fp16": 9.0}}))
+    history = workers.History(tmp_path / "mine.json", shipped)
+    units = ["a:fp16", "b:fp16", "new:fp16"]
+    # never-run units first, then longest first; another arch of the same target uses its figures
+    assert history.longest_first(units, str, "cuda/sm_90a") == ["new:fp16", "b:fp16", "a:fp16"]
+    assert history.longest_first(units, str, "cuda/sm_80") == ["new:fp16", "b:fp16", "a:fp16"]
+    assert history.longest_first(units, str, "interpreter/cpu-interpreter") == units
+    history.record("cuda/sm_90a", {"a:fp16": 20.0, "b:fp16": 2.0, "new:fp16": 5.0})
+    assert history.longest_first(units, str, "cuda/sm_90a") == ["a:fp16", "new:fp16", "b:fp16"]
+    (tmp_path / "mine.json").write_text("{not json")   # a broken cache orders less well, no more
+    assert history.longest_first(units, str, "cuda/sm_90a") == ["new:fp16", "b:fp16", "a:fp16"]
+
+
+def test_the_shipped_history_names_built_in_units():
+    from portcheck import cases
+    data = json.loads(workers.SHIPPED.read_text())
+    names = {c.name for c in cases.select([])}
+    assert {"cuda/sm_90a", "interpreter/cpu-interpreter"} <= set(data)
+    for scope in data.values():
+        assert {key.split(":")[0] for key in scope} <= names
