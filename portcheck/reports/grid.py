@@ -26,6 +26,10 @@ from ..targets.runtime import INTERPRETER_ARCH
 
 MATRIX_SCHEMA = "portcheck.matrix/1"
 BASELINE_SCHEMA = "portcheck.baseline/1"
+# the top-level keys each document kind is written with (grid.to_document, gate.baseline)
+_DOCUMENT_KEYS = {MATRIX_SCHEMA: {"schema", "archs", "cells", "counts", "generated", "overrides", "records", "rows",
+                                  "sources", "superseded"},
+                  BASELINE_SCHEMA: {"schema", "name", "created", "command", "sources", "cases", "scopes", "records"}}
 _DOCUMENTS = ("portcheck.matrix/", "portcheck.baseline/")
 KEY_FIELDS = ("kind", "case", "dtype", "target", "arch", "variant")
 PASSED = ("pass", "xfail", "skip")
@@ -181,19 +185,27 @@ def read_document(path: Path, text: str | None = None) -> list[Entry]:
                              f"({MATRIX_SCHEMA}, {BASELINE_SCHEMA})")
         raise UsageError(f"{path}: not a portcheck matrix or baseline (schema {got!r}); "
                          "expected results.jsonl, matrix.json or a baseline")
+    unknown = sorted(set(doc) - _DOCUMENT_KEYS[doc["schema"]])
+    if unknown:   # a misspelt key would be silently ignored otherwise
+        raise UsageError(f"{path}: unknown top-level key(s) {', '.join(map(repr, unknown))} for {doc['schema']}")
     records = doc.get("records")
     if not isinstance(records, list):
         raise UsageError(f"{path}: has no 'records' list")
     entries = []
     for i, item in enumerate(records):
-        if not isinstance(item, dict) or not isinstance(item.get("record"), dict):
+        if (not isinstance(item, dict) or not isinstance(item.get("record"), dict)
+                or set(item) - {"source", "line", "record"}):
             raise UsageError(f"{path}: records[{i}] is not {{'source', 'line', 'record'}}")
+        line, source = item.get("line", 0), item.get("source")
+        if not (isinstance(line, int) and not isinstance(line, bool) and line >= 0):
+            raise UsageError(f"{path}: records[{i}].line must be a line number (a whole number >= 0), got {line!r}")
+        if source is not None and not isinstance(source, str):
+            raise UsageError(f"{path}: records[{i}].source must be a file name, got {source!r}")
         record = dict(item["record"])
         for numeric in ("metrics", "tolerance", "bench", "digests"):   # where `finite` wrote strings
             if numeric in record:
                 record[numeric] = _unfinite(record[numeric])
-        entries.append(Entry(_checked(record, f"{path}: records[{i}]"), str(item.get("source") or path),
-                             int(item.get("line") or 0)))
+        entries.append(Entry(_checked(record, f"{path}: records[{i}]"), source or str(path), line))
     if not entries:
         raise UsageError(f"{path}: holds no result records")
     return entries

@@ -165,3 +165,32 @@ def test_an_absent_gpu_target_is_a_usage_error(tmp_path, capsys, command):
     out = tmp_path / "out"
     line = refused([command, "--target", "cuda", "--out", out], capsys, out)
     assert "not available" in line
+
+
+# (where, key, value): each makes the committed compile baseline malformed
+BAD_BASELINE = [("top", "bogus", 1), ("top", "records", {}), ("item", "line", math.nan), ("item", "line", -1),
+                ("item", "line", "9"), ("item", "line", True), ("item", "source", 5), ("item", "extra", 1),
+                ("item", "record", []), ("record", "verdict", "great"), ("record", "bogus", 1),
+                ("record", "kind", 5)]
+
+
+@FAST
+@given(st.lists(st.sampled_from(BAD_BASELINE), min_size=1, max_size=3, unique_by=lambda m: m[:2]),
+       st.integers(0, 2))
+def test_generated_malformed_baselines_are_refused(tmp_path_factory, capsys, mutations, index):
+    """A baseline is a user document too: typed envelope and records, NaN and unknown keys refused,
+    the file and the record named; the gate then exits 2, never 1 (a regression) or 0."""
+    from pathlib import Path
+    d = tmp_path_factory.mktemp("baseline")
+    doc = json.loads((Path(__file__).resolve().parents[2] / "matrices/baselines/compile.json").read_text())
+    doc["records"] = doc["records"][:3]
+    results = d / "results.jsonl"   # the run judged: the baseline's own first records, untouched
+    results.write_text("".join(json.dumps(item["record"]) + "\n" for item in doc["records"]))
+    for where, key, value in sorted(mutations, key=lambda m: m[0] == "top"):   # the envelope last
+        record = doc["records"][index]
+        target = {"top": doc, "item": record, "record": record["record"]}[where]
+        if isinstance(target, dict):
+            target[key] = value
+    (d / "b.json").write_text(json.dumps(doc))   # NaN written as the bare NaN Python's json reads back
+    line = refused(["gate", "--baseline", d / "b.json", results, "--quiet"], capsys)
+    assert "b.json" in line
