@@ -77,7 +77,8 @@ class Session:
             result.time_ms, message, result.phases["timing"] = self.measure(case, dtype)
             result.message = message or result.message
         elif self.warm_bench and result.verdict == "pass" and case.bench:
-            result.phases["timing"] = self.warm(case, dtype)
+            result.phases["timing"], message = self.warm(case, dtype)
+            result.message = message or result.message
         if self.digests and spec is None and result.verdict != "skip":
             start = clock.perf_counter()
             result.digests = collect_digests(case, self.target.name, dtype, self.digests, on_example)
@@ -101,17 +102,18 @@ class Session:
             ms, message = None, f"timing failed: {type(exc).__name__}: {exc}"
         return ms, message, round(clock.perf_counter() - start, 4)
 
-    def warm(self, case: Case, dtype: str) -> float:
+    def warm(self, case: Case, dtype: str) -> tuple[float, str]:
         """Launch the case once on the spec `measure` times, so that its kernels are compiled (in
-        parallel workers) before the timing worker, alone on the GPU, needs them. Best effort:
-        a failure here shows again, as a message, when the case is timed."""
+        parallel workers) before the timing worker, alone on the GPU, needs them: the seconds it
+        took, and why it failed ("" when it did not), a message as timing trouble is."""
         start = clock.perf_counter()
         try:
             bench_launch(case, self.target.name, bench_spec(case, dtype))()
             torch_synchronize()
-        except Exception:   # noqa: BLE001
-            pass
-        return round(clock.perf_counter() - start, 4)
+            message = ""
+        except Exception as exc:
+            message = f"timing failed: the bench spec's launch raised {type(exc).__name__}: {exc}"
+        return round(clock.perf_counter() - start, 4), message
 
     def run_as_arch(self, case: Case, dtype: str, group: list, spec: dict | None = None,
                     on_example=None) -> list[results.Result]:

@@ -210,7 +210,7 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
         inflight.unlink(missing_ok=True)
         proc = subprocess.Popen(cmd, env={**env, SUPERVISOR_PID: str(os.getpid())}, start_new_session=True,
                                 stdout=subprocess.PIPE if output else None, text=bool(output),
-                                bufsize=1 if output else -1)
+                                errors="replace" if output else None, bufsize=1 if output else -1)
         pump = _forward(proc.stdout, output) if output else None
         if started is not None:
             started(proc)

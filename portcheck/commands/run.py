@@ -306,9 +306,13 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
         status, stopped = supervise_all([worker(slot) for slot in slots], while_waiting=tick)
     finally:
         progress.close()
+    seen.new()
+    complete = len(seen.seen) >= todo   # the other workers took every unit: nothing is missing
     for why in dict.fromkeys(stopped):
-        unfinished.append(why)
-        print(f"portcheck: {why}", file=sys.stderr, flush=True)
+        if not complete:
+            unfinished.append(why)
+        print(f"portcheck: {why}" + ("; the other workers checked every case" if complete else ""),
+              file=sys.stderr, flush=True)
     return status
 
 
@@ -526,7 +530,9 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
         for r in found:
             failed |= not r.passed
             _print_result(target, session.arch, r)
-        if found[-1].verdict == "error" and session.target.is_gpu and not gpu_context_ok():
+        # after every unit (a synchronize and a tiny kernel): an error, or a bench launch that
+        # broke the context after the check passed, must not fail the next unit in this process
+        if session.target.is_gpu and not gpu_context_ok():
             print(f"{target}: the GPU context is unusable after this case; restarting the worker", flush=True)
             sys.exit(EXIT_CONTEXT_LOST)
     finish(inflight, failed)   # the only normal end: any other exit is a fault of the case in flight
@@ -566,3 +572,5 @@ def _time_work(session, results_path: Path, target: str, selected, inflight: Pat
         results.append(timings, {"case": name, "dtype": dtype, "target": target, "time_ms": ms,
                                  "seconds": seconds, "message": message})
         inflight.unlink(missing_ok=True)
+        if not gpu_context_ok():   # the next case gets a fresh context
+            sys.exit(EXIT_CONTEXT_LOST)
