@@ -55,7 +55,11 @@ def arch_order(archs) -> list[str]:
 
 
 def key_of(record: dict) -> tuple:
-    return tuple(record.get(f, "") for f in KEY_FIELDS)
+    """What a newer record replaces an older one by. A check of an arch's launch configuration
+    on another device (--as-arch, evidence X) is other evidence than that arch's own run (G),
+    so neither replaces the other: a cell holds both."""
+    key = tuple(record.get(f, "") for f in KEY_FIELDS)
+    return key + ("as-arch",) if record.get("evidence") == "as-arch" else key
 
 
 def timestamp_of(record: dict) -> dt.datetime:

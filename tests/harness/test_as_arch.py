@@ -245,3 +245,13 @@ def test_an_override_skip_under_as_arch_is_a_valid_record(portcheck_session):
     assert r.verdict == "skip" and r.as_arch["local"] == "cpu-interpreter"
     r.provenance = portcheck_session.provenance()   # as Session.run_as_arch fills it in
     check_result(r.to_dict())
+
+
+def test_an_arch_checked_on_itself_and_as_arch_shows_both(portcheck_session):
+    # found merging the H200's plain run with its --as-arch all: the X records of sm_90a replaced
+    # the G ones of the same cells ("newer results replaced 79 older ones")
+    from portcheck.reports import grid
+    passed, _ = _as_arch_records(portcheck_session)
+    own = dict(passed, evidence="gpu", as_arch={})
+    m = grid.from_records([own, passed])
+    assert sorted(m.cell("softmax", "fp32", "gfx942").evidence()) == ["as-arch", "gpu"]
