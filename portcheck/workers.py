@@ -70,10 +70,17 @@ def gpus(vendor: str, requested: str | None) -> list[str]:
     return chosen
 
 
+def free_cpus() -> int:
+    """The CPUs this process may count on: all of them, or its share when it runs inside a
+    parallel pytest (pytest-xdist's workers, and what they start, share the machine)."""
+    sharing = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    return max(1, cpu_count() // (int(sharing) if sharing.isdigit() and int(sharing) > 0 else 1))
+
+
 def default_jobs(n_gpus: int, gpu_memory_bytes: int | None = None) -> int:
-    """Workers per GPU (on the interpreter, in all): one per CPU, as far as memory allows.
+    """Workers per GPU (on the interpreter, in all): one per free CPU, as far as memory allows.
     Compiling (a CPU's work) dominates a cold GPU run, and a warm one keeps the GPU busy."""
-    per_gpu = cpu_count() // max(1, n_gpus)
+    per_gpu = free_cpus() // max(1, n_gpus)
     if gpu_memory_bytes:
         per_gpu = min(per_gpu, gpu_memory_bytes // (GIB_PER_GPU_WORKER << 30))
     return max(1, min(per_gpu, MAX_JOBS_PER_GPU))

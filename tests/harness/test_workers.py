@@ -92,11 +92,14 @@ def test_slots_pin_each_worker_to_a_gpu_round_robin():
 
 
 def test_default_jobs_follow_cpus_and_memory(monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     monkeypatch.setattr(workers, "cpu_count", lambda: 16)
     assert workers.default_jobs(1, 139 << 30) == 16
     assert workers.default_jobs(2, 139 << 30) == 8
     assert workers.default_jobs(1, 16 << 30) == 4       # 4 GiB a worker
     assert workers.default_jobs(0) == 16                # the interpreter: one per CPU
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")   # a run inside `pytest -n 4` takes its share
+    assert workers.default_jobs(1, 139 << 30) == 4
     monkeypatch.setattr(workers, "cpu_count", lambda: 1)
     assert workers.default_jobs(4, 1 << 30) == 1
 
