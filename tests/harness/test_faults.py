@@ -94,7 +94,8 @@ def test_replay_regenerates_the_failure_bit_for_bit(fault_run, tmp_path):
 def test_interrupt_leaves_a_valid_partial_report(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "portcheck", "run", "--target", "interpreter", "--kernel",
-           "fault_ok,fault_hang", "--profile", "ci", "--timeout", "300", "--out", str(out)]
+           "fault_ok,fault_hang", "--profile", "ci", "--timeout", "300", "--out", str(out),
+           "--jobs", "2"]   # one worker each, whichever order they are claimed in
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
     while time.time() < deadline and not list(out.glob(".interpreter*.inflight.json")) or \

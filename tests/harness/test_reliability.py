@@ -141,8 +141,9 @@ def test_defect1_a_worker_that_stops_outside_any_case_makes_the_run_partial(tmp_
 
 def test_defect2_sigterm_kills_the_worker_and_leaves_a_partial_report_that_report_names(tmp_path, capsys):
     out = tmp_path / "run"
-    proc = subprocess.Popen(_run_cmd(out, "fault_ok,fault_hang"), env=_env("tests.support.fault_cases"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*_run_cmd(out, "fault_ok,fault_hang"), "--jobs", "2"],   # whichever is claimed first
+                            env=_env("tests.support.fault_cases"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     state = _wait_for_case(out, "fault_hang", proc)
     deadline = time.time() + 240   # another worker may still be checking fault_ok
     while time.time() < deadline and "fault_ok" not in ((out / "results.jsonl").exists() and _records(out) or {}):
