@@ -34,7 +34,8 @@ def _records(out: Path) -> list[dict]:
 def test_a_parallel_run_gives_the_records_of_a_serial_run(tmp_path):
     # a passing case, a failing one (shrunk, diagnosed) and one whose worker dies (a fault record)
     kernels = "rel_a_ok,softmax,fault_nan,rel_exit1,silu_mul"
-    serial, parallel = _run(tmp_path / "serial", 1, kernels), _run(tmp_path / "parallel", 3, kernels)
+    serial = _run(tmp_path / "serial", 1, kernels, "--dtype", "fp32")
+    parallel = _run(tmp_path / "parallel", 3, kernels, "--dtype", "fp32")
     assert serial.returncode == parallel.returncode == 1, parallel.stderr[-2000:]
     assert "checking with 1 worker(s)" in serial.stdout and "checking with 3 worker(s)" in parallel.stdout
     a, b = _records(tmp_path / "serial"), _records(tmp_path / "parallel")
@@ -46,11 +47,12 @@ def test_a_parallel_run_gives_the_records_of_a_serial_run(tmp_path):
 
 
 def test_shards_together_check_every_unit_once(tmp_path):
-    whole = _records(tmp_path / "whole") if _run(tmp_path / "whole", 2, "softmax,silu_mul").returncode == 0 else None
-    assert whole is not None
+    small = ("softmax,silu_mul", "--dtype", "fp32,fp16")
+    assert _run(tmp_path / "whole", 2, *small).returncode == 0
+    whole = _records(tmp_path / "whole")
     parts = []
     for i in (1, 2):
-        assert _run(tmp_path / f"part{i}", 1, "softmax,silu_mul", "--shard", f"{i}/2").returncode == 0
+        assert _run(tmp_path / f"part{i}", 1, *small, "--shard", f"{i}/2").returncode == 0
         parts += _records(tmp_path / f"part{i}")
     key = lambda r: (r["case"], r["dtype"])  # noqa: E731
     assert sorted(parts, key=key) == sorted(whole, key=key)
