@@ -15,7 +15,7 @@ from .digests import collect as collect_digests
 from .digests import default_count as default_digests
 from .overrides import Override, find
 from .provenance import collect
-from .runner import SHRINK_SHARE, bench_launch, check, time_case
+from .runner import SHRINK_SHARE, bench_launch, check, synchronize, time_case
 from .strategies import register_profiles
 from .targets.runtime import TARGETS
 
@@ -23,11 +23,6 @@ from .targets.runtime import TARGETS
 def bench_spec(case: Case, dtype: str) -> dict:
     """The bench spec a run times a case in: its first in `dtype`, else its first in that dtype."""
     return ([s for s in case.bench if s.get("dtype") == dtype] or [dict(case.bench[0], dtype=dtype)])[0]
-
-
-def torch_synchronize() -> None:
-    import torch
-    torch.cuda.synchronize()
 
 
 def case_seed(session_seed: int, case: str, dtype: str) -> int:
@@ -38,7 +33,7 @@ def case_seed(session_seed: int, case: str, dtype: str) -> int:
 class Session:
     def __init__(self, target_name: str, *, profile: str, max_elements: dict, seed: int,
                  overrides: list[Override] = (), results_path: Path | None = None,
-                 time: bool = False, command: str | None = None, digests: int | None = None,
+                 warm_bench: bool = False, command: str | None = None, digests: int | None = None,
                  timeout: float | None = None):
         register_profiles()
         self.target = TARGETS[target_name]
@@ -50,13 +45,12 @@ class Session:
         self.seed = seed
         self.overrides = list(overrides)
         self.results_path = results_path
-        self.time = time and self.target.is_gpu
         self.command = command
         # fixed small inputs whose outputs are recorded for `portcheck diff` (None: the default)
         self.digests = digests if digests is not None else default_digests(self.target.is_gpu)
         self.timeout = timeout   # seconds one case x dtype may run: shrinking stops in time (runner.check)
-        # a worker of a parallel run: compile what the timing worker will time (Session.warm)
-        self.warm_bench = False
+        # a worker of `portcheck run`: compile what its timing worker will time (Session.warm)
+        self.warm_bench = warm_bench and self.target.is_gpu
 
     def deadline(self) -> float | None:
         """When a check that started now must stop shrinking, leaving time for the rest of the case."""
@@ -73,10 +67,7 @@ class Session:
         result = check(case, self.target.name, self.arch, dtype, settings=self.settings,
                        max_elements=self.max_elements, override=override, seed=seed, spec=spec,
                        on_example=on_example, deadline=self.deadline())
-        if self.time and result.verdict == "pass" and case.bench:
-            result.time_ms, message, result.phases["timing"] = self.measure(case, dtype)
-            result.message = message or result.message
-        elif self.warm_bench and result.verdict == "pass" and case.bench:
+        if self.warm_bench and result.verdict == "pass" and case.bench:
             result.phases["timing"], message = self.warm(case, dtype)
             result.message = message or result.message
         if self.digests and spec is None and result.verdict != "skip":
@@ -109,7 +100,7 @@ class Session:
         start = clock.perf_counter()
         try:
             bench_launch(case, self.target.name, bench_spec(case, dtype))()
-            torch_synchronize()
+            synchronize(self.target.name)
             message = ""
         except Exception as exc:
             message = f"timing failed: the bench spec's launch raised {type(exc).__name__}: {exc}"

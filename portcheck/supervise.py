@@ -13,6 +13,7 @@ within a second (watch_supervisor).
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -163,7 +164,7 @@ def fault_records(state: dict, target: str, evidence: str, why: str) -> list[dic
     archs = first["as_arch"].get("stands_for") or [first["arch"]]
     out = []
     for arch in archs:
-        r = json.loads(json.dumps(first))
+        r = copy.deepcopy(first)
         if r["as_arch"]:
             r["arch"] = r["as_arch"]["arch"] = arch
             r["reproduce"] = r["reproduce"].replace(f"--as-arch {archs[0]}", f"--as-arch {arch}")

@@ -23,8 +23,10 @@ from pathlib import Path
 
 from .errors import UsageError
 from .pinning import VISIBLE_VAR, visible_devices
+from .reports.output import atomic_write
 
 PROCESSES_VAR = "PORTCHECK_PROCESSES"   # how many worker processes share this host's CPUs
+XDIST_VAR = "PYTEST_XDIST_WORKER_COUNT"   # ... and how many pytest-xdist workers do
 GIB_PER_GPU_WORKER = 4                  # host and device memory one GPU worker may take, generously
 MAX_JOBS_PER_GPU = 16
 
@@ -36,14 +38,24 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def _sharing(*names: str) -> int:
+    """How many processes share this host's CPUs: the first of these variables that names a
+    count, else 1."""
+    for name in names:
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
+
+
 def share_cpus() -> None:
     """Give this process its share of the host's CPUs for torch's intra-op threads: the worker
     processes of a run (PORTCHECK_PROCESSES) or of pytest-xdist (PYTEST_XDIST_WORKER_COUNT)
     would otherwise each start one thread per CPU and contend for them."""
-    processes = os.environ.get(PROCESSES_VAR) or os.environ.get("PYTEST_XDIST_WORKER_COUNT")
-    if processes and processes.isdigit() and int(processes) > 1:
+    processes = _sharing(PROCESSES_VAR, XDIST_VAR)
+    if processes > 1:
         import torch
-        torch.set_num_threads(max(1, cpu_count() // int(processes)))
+        torch.set_num_threads(max(1, cpu_count() // processes))
 
 
 @dataclass(frozen=True)
@@ -73,8 +85,7 @@ def gpus(vendor: str, requested: str | None) -> list[str]:
 def free_cpus() -> int:
     """The CPUs this process may count on: all of them, or its share when it runs inside a
     parallel pytest (pytest-xdist's workers, and what they start, share the machine)."""
-    sharing = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    return max(1, cpu_count() // (int(sharing) if sharing.isdigit() and int(sharing) > 0 else 1))
+    return max(1, cpu_count() // _sharing(XDIST_VAR))
 
 
 def default_jobs(n_gpus: int, gpu_memory_bytes: int | None = None) -> int:
@@ -203,7 +214,6 @@ class History:
         data[scope] = {**(data.get(scope) if isinstance(data.get(scope), dict) else {}),
                        **{k: round(v, 2) for k, v in seconds.items()}}
         try:
-            from .reports.output import atomic_write
             atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True))
         except Exception:   # noqa: BLE001  a cache that cannot be written only orders less well
             pass

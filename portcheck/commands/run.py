@@ -160,6 +160,8 @@ def main(args) -> int:
             raise UsageError(f"target {t} is not available: {available.reason}")
     args.devices = {t: workers.gpus(runtime_target(t).vendor, args.gpus) for t in targets
                     if runtime_target(t).is_gpu}   # --gpus naming a GPU not here stops the run here
+    if args.gpus and not args.devices:
+        raise UsageError(f"--gpus chooses GPUs, and this run's targets ({', '.join(targets)}) use none")
     out = Path(args.out) if args.out else timestamped("reports")
     if (out / "results.jsonl").exists():
         raise UsageError(f"{out / 'results.jsonl'} exists already; choose a new --out")
@@ -260,7 +262,7 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
     """A pool of supervised workers per GPU (on the interpreter, one pool) that claim the run's
     units one at a time; with `timing`, one worker per GPU that times the passed cases, alone on
     its GPU (a time taken beside other workers would measure them too)."""
-    units = _keys(args, selected, dtypes)
+    units = None if timing else _keys(args, selected, dtypes)
     vendor = runtime_target(target).vendor
     devices = getattr(args, "devices", {}).get(target, [])
     if timing:
@@ -286,8 +288,7 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
             print(line, flush=True)
             progress.advance(0)
 
-    seen = _Follow(results_path if not timing else _timings_path(results_path, target),
-                   target, units if not timing else None)
+    seen = _Follow(_timings_path(results_path, target) if timing else results_path, target, units)
 
     def tick() -> None:
         with lock:
@@ -349,10 +350,12 @@ class _Follow:
                 continue
             if r.get("target") != self.target or r.get("kind", "runtime") != "runtime":
                 continue
-            plain = workers.unit_key(r.get("case", ""), r.get("dtype", ""))
-            for key in (plain, workers.unit_key(r.get("case", ""), r.get("dtype", ""), r.get("arch"))):
-                if self.units is None and key == plain or self.units is not None and key in self.units:
-                    self.seen.add(key)
+            case, dtype = r.get("case", ""), r.get("dtype", "")
+            if self.units is None:   # timings: one per case x dtype
+                self.seen.add(workers.unit_key(case, dtype))
+            else:                    # a unit's record, or (--as-arch) its first arch's
+                keys = (workers.unit_key(case, dtype), workers.unit_key(case, dtype, r.get("arch")))
+                self.seen.update(k for k in keys if k in self.units)
         return len(self.seen) - before
 
 
@@ -484,8 +487,7 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
     # a check never times: the supervisor's --time-only workers do, each alone on its GPU
     session = Session(target, profile=args.profile or matrix.profile, max_elements=matrix.max_elements,
                       seed=args.seed, overrides=overrides, results_path=results_path,
-                      time=False, command=command, timeout=matrix.timeout * scale)
-    session.warm_bench = _timed(args, matrix, target)
+                      warm_bench=_timed(args, matrix, target), command=command, timeout=matrix.timeout * scale)
     inflight = inflight_path(results_path, target, args.worker_slot)
     if not session.availability.ok:   # the supervisor checked it; a worker says it stopped early
         raise UsageError(f"{target}: not available: {session.availability.reason}")

@@ -63,6 +63,7 @@ def test_shards_together_check_every_unit_once(tmp_path):
     (["--jobs", "-2"], "--jobs must be at least 1"),
     (["--shard", "3/2"], "--shard 3/2"),
     (["--shard", "half"], "--shard wants I/N"),
+    (["--gpus", "0"], "--gpus chooses GPUs, and this run's targets (interpreter) use none"),
 ])
 def test_bad_parallel_options_are_usage_errors(tmp_path, capsys, flags, says):
     assert cli.main(["run", "--target", "interpreter", "--kernel", "softmax", "--out", str(tmp_path / "o"),
