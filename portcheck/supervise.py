@@ -72,8 +72,26 @@ def gpu_context_ok() -> bool:
 
 
 def _orphaned() -> bool:
+    """Whether the worker's supervisor is no longer among its ancestors: its parent, or further
+    up where a tool wraps the worker (compute-sanitizer is the parent of a sanitized worker)."""
     supervisor = os.environ.get(SUPERVISOR_PID)
-    return bool(supervisor) and os.getppid() != int(supervisor)
+    if not supervisor:
+        return False
+    pid = os.getppid()
+    while pid is not None and pid > 1:
+        if pid == int(supervisor):
+            return False
+        pid = _parent_of(pid)
+    return True   # init reached (or, without /proc, the parent was not it)
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent of a process (Linux's /proc), None where that cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])   # the name in parentheses may hold spaces
 
 
 def watch_supervisor(every: float = 1.0) -> None:

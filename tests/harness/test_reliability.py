@@ -177,6 +177,24 @@ def test_defect2_a_worker_whose_supervisor_is_killed_stops(tmp_path):
     assert _gone(state["pid"]), "the worker kept running after SIGKILL to its supervisor"
 
 
+ASK_ORPHANED = "from portcheck.supervise import _orphaned; print(_orphaned())"
+WRAPPER = "import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', sys.argv[1]]).returncode)"
+
+
+def test_a_worker_under_a_wrapper_still_knows_its_supervisor():
+    # compute-sanitizer wraps a sanitized worker: the supervisor is its grandparent, not its parent
+    def orphaned(supervisor: int) -> str:
+        return subprocess.run([sys.executable, "-c", WRAPPER, ASK_ORPHANED], capture_output=True, text=True,
+                              env={**os.environ, supervise.SUPERVISOR_PID: str(supervisor)}, check=True).stdout.strip()
+    assert orphaned(os.getpid()) == "False"
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert orphaned(stranger.pid) == "True"   # a supervisor that is no ancestor is gone
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
 def test_defect3_report_on_a_run_that_stopped_mid_case(tmp_path, capsys):
     run = tmp_path / "run"
     write(run / "results.jsonl", [runtime("softmax", "fp32", "cuda", "sm_90a")])
