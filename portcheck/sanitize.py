@@ -12,6 +12,7 @@ replay names `--sanitize TOOL`.
 """
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -22,13 +23,14 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import results
 from .cases import cases_flag
 from .errors import UsageError
-from .supervise import supervise
+from .supervise import Unfinished, inflight_path, supervise, supervise_all
 
 NVIDIA_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 ROCM_TOOLS = ("address",)
@@ -39,6 +41,8 @@ TOOLS = NVIDIA_TOOLS + ROCM_TOOLS
 # shared-memory access, so it is the slowest).
 TIME_SCALE = {"memcheck": 20, "racecheck": 40, "initcheck": 20, "synccheck": 20, "address": 10}
 
+BASE_PORT = 49152     # compute-sanitizer's default --port
+PORTS_EACH = 10       # its default --max-connections: ports one tool may try
 PRINT_LIMIT = 20      # findings written out in full per case; the summary still counts them all
 TAIL_LINES = 30       # lines of the log kept in the record (host backtraces left out)
 
@@ -271,14 +275,21 @@ class Sanitizer:
     def time_scale(self) -> float:
         return TIME_SCALE[self.tool]
 
-    def wrap(self, cmd: list[str], log: Path) -> list[str]:
-        """The worker command under the tool (ASan is compiled into the kernels: no wrapper)."""
+    def wrap(self, cmd: list[str], log: Path, slot: int = 0) -> list[str]:
+        """The worker command under the tool (ASan is compiled into the kernels: no wrapper);
+        `slot`: which of the tools running at once this is."""
         if self.exe is None:
             return list(cmd)
         # no --error-exitcode: with it the tool's status replaces the worker's, which the
         # supervisor reads (1: a case failed, 3: GPU context lost)
         return [str(self.exe), "--tool", self.tool, "--log-file", str(log),
-                "--print-limit", str(PRINT_LIMIT), "--target-processes", "all", *cmd]
+                "--print-limit", str(PRINT_LIMIT), "--target-processes", "all",
+                # the tool talks to its target over TCP ports from --port on: tools running at
+                # once each get ports of their own
+                "--port", str(BASE_PORT + slot * PORTS_EACH), "--max-connections", str(PORTS_EACH),
+                # the worker's children that never touch CUDA (the C compiler that builds Triton's
+                # launcher on a cold cache, ldconfig) are not an error of the case
+                "--require-cuda-init", "no", *cmd]
 
     def environ(self, env: dict, log: Path) -> dict:
         env = dict(env)
@@ -334,27 +345,56 @@ def apply(record: dict, tool: str, report: Report, log_tail: str) -> dict:
 
 
 def run_each(sanitizer: Sanitizer, units: list[tuple[str, str]], command_for, env: dict,
-             results_path: Path, target: str, case_timeout: float) -> int:
-    """One supervised worker per case x dtype under the sanitizer; its record, with the log's
-    findings, goes to `results_path`. `command_for(case, dtype, staged)` is the worker command
-    that checks that one unit into the file `staged`. Returns 0 (all passed) or 1."""
+             results_path: Path, target: str, case_timeout: float, jobs: int = 1) -> int:
+    """One supervised worker per case x dtype under the sanitizer, `jobs` of them at a time; its
+    record, with the log's findings, goes to `results_path`. `command_for(case, dtype, staged, slot)`
+    is the worker command that checks that one unit into the file `staged`, keeping its in-flight
+    file as worker `slot` (supervise.inflight_path). Returns 0 (all passed) or 1; raises
+    Unfinished when a worker stopped outside its case."""
     log_dir = results_path.parent / "sanitizer"
     log_dir.mkdir(parents=True, exist_ok=True)
-    staged = results_path.with_name(f".{target}.sanitized.jsonl")
-    status = 0
-    for case, dtype in units:
+    todo = list(enumerate(units))
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            print(line, flush=True)
+
+    def one(slot: int, index: int, case: str, dtype: str, stop, started) -> int:
         log = log_dir / f"{target}-{case}-{dtype}.log"
+        staged = results_path.with_name(f".{target}.sanitized.{index}.jsonl")
         for old in [log, *log_dir.glob(log.name + ".*"), staged]:
             old.unlink(missing_ok=True)
-        code = supervise(sanitizer.wrap(command_for(case, dtype, staged), log), sanitizer.environ(env, log),
-                         staged, target, case_timeout * sanitizer.time_scale, restart=False)
-        report, tail = sanitizer.read(log)
-        status = max(status, code, _merge(results_path, staged, (case, dtype), sanitizer.tool, report, tail))
+        try:
+            code = supervise(sanitizer.wrap(command_for(case, dtype, staged, index), log, slot),
+                             sanitizer.environ(env, log), staged, target, case_timeout * sanitizer.time_scale, restart=False,
+                             inflight=inflight_path(results_path, target, index), output=say, stop=stop,
+                             started=started)
+            report, tail = sanitizer.read(log)
+            with lock:
+                code = max(code, _merge(results_path, staged, (case, dtype), sanitizer.tool, report, tail))
+        finally:
+            staged.unlink(missing_ok=True)
         if report.errors:
-            print(f"    {sanitizer.tool}: {report.headline()}: the case fails; log: {log}", flush=True)
+            say(f"    {sanitizer.tool}: {report.headline()}: the case fails; log: {log}")
         elif report.warnings:
-            print(f"    {sanitizer.tool}: {report.warnings} warnings; log: {log}", flush=True)
-    staged.unlink(missing_ok=True)
+            say(f"    {sanitizer.tool}: {report.warnings} warnings; log: {log}")
+        return code
+
+    def lane(slot: int, stop, started) -> int:
+        status = 0
+        while not stop.is_set():
+            with lock:
+                if not todo:
+                    return status
+                index, (case, dtype) = todo.pop(0)
+            status = max(status, one(slot, index, case, dtype, stop, started))
+        return status
+
+    lanes = max(1, min(jobs, len(units)))
+    status, unfinished = supervise_all([functools.partial(lane, slot) for slot in range(lanes)])
+    if unfinished:
+        raise Unfinished("; ".join(unfinished))
     return status
 
 

@@ -271,9 +271,10 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
     return 1
 
 
-def supervise_all(workers: list[dict], while_waiting=None) -> tuple[int, list[str]]:
-    """Several supervised workers at once, each `supervise(**worker)` in a thread of its own;
-    `while_waiting()` is called about five times a second (a progress line). Returns the worst
+def supervise_all(workers: list, while_waiting=None) -> tuple[int, list[str]]:
+    """Several supervised workers at once, each `supervise(**worker)` in a thread of its own (a
+    callable worker is called as `worker(stop=, started=)` and passes both on to the supervise
+    calls it makes); `while_waiting()` is called about five times a second (a progress line). Returns the worst
     status and why each worker that stopped outside any case did (Unfinished). Ctrl-C, SIGTERM
     and SIGHUP (in the main thread) kill every worker's process group before they go on up."""
     stop = threading.Event()
@@ -283,7 +284,8 @@ def supervise_all(workers: list[dict], while_waiting=None) -> tuple[int, list[st
 
     def run(worker):
         try:
-            statuses.append(supervise(**worker, stop=stop, started=procs.append))
+            statuses.append(worker(stop=stop, started=procs.append) if callable(worker)
+                            else supervise(**worker, stop=stop, started=procs.append))
         except Unfinished as exc:
             unfinished.append(str(exc))
             statuses.append(1)

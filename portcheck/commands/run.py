@@ -235,11 +235,16 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
         if target == "interpreter":
             env["TRITON_INTERPRET"] = "1"
         if target in sanitizers:   # one worker per case x dtype, so a finding names its case
-            print(f"== {target}: portcheck {shlex.join(_child_argv(args, target, seed, results_path))}", flush=True)
+            jobs = args.jobs or workers.default_jobs(1, _gpu_memory(target))
+            print(f"== {target}: {jobs} worker(s) at a time, each one case x dtype under {args.sanitize}: "
+                  f"portcheck {shlex.join(_child_argv(args, target, seed, results_path))}", flush=True)
             try:
-                status = max(status, run_each(sanitizers[target], _units(args, selected, dtypes),
+                units = workers.History().longest_first(   # the long poles first, as a pool claims
+                    _units(args, selected, dtypes), lambda u: workers.unit_key(*u),
+                    workers.history_scope(target, runtime_target(target).arch()))
+                status = max(status, run_each(sanitizers[target], units,
                                               _one_unit_command(args, target, seed), env, results_path,
-                                              target, matrix.timeout))
+                                              target, matrix.timeout, jobs))
             except Unfinished as exc:   # its remaining cases never ran: the run is partial
                 unfinished.append(str(exc))
                 status = max(status, 1)
@@ -406,9 +411,10 @@ def _units(args, selected, dtypes) -> list[tuple[str, str]]:
 def _one_unit_command(args, target: str, seed: int):
     """The worker command that checks one case x dtype (untimed: timing under a sanitizer means
     nothing) into a given results file."""
-    def command(case: str, dtype: str, results_path: Path) -> list[str]:
+    def command(case: str, dtype: str, results_path: Path, slot: int) -> list[str]:
         one = argparse.Namespace(**{**vars(args), "kernel": case, "dtype": dtype, "no_time": True, "shard": None})
-        return [sys.executable, "-m", "portcheck", *_child_argv(one, target, seed, results_path)]
+        return [sys.executable, "-m", "portcheck", *_child_argv(one, target, seed, results_path),
+                "--worker-slot", str(slot)]
     return command
 
 

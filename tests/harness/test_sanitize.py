@@ -182,6 +182,7 @@ def test_wrap_runs_the_worker_under_the_tool_with_its_own_allocations(tmp_path):
     assert cmd[:3] == ["/opt/cuda/bin/compute-sanitizer", "--tool", "racecheck"]
     assert cmd[cmd.index("--log-file") + 1] == str(tmp_path / "x.log")
     assert cmd[cmd.index("--target-processes") + 1] == "all"
+    assert cmd[cmd.index("--require-cuda-init") + 1] == "no"   # a child that never touches CUDA is fine
     assert "--error-exitcode" not in cmd      # it would replace the worker's exit status
     assert cmd[-4:] == ["python", "-m", "portcheck", "run"]
     assert s.environ({"A": "1"}, tmp_path / "x.log") == {"A": "1", **NO_CACHING}
@@ -254,14 +255,15 @@ import json, sys
 from pathlib import Path
 from portcheck import results
 from portcheck.supervise import finish, inflight_path
-case, dtype, path = sys.argv[1:4]
+case, dtype, path, slot = sys.argv[1:5]
 for c, d in [("broken_module", "-"), (case, dtype)]:
     results.append(path, {"kind": "runtime", "case": c, "dtype": d, "verdict": "pass", "message": ""})
-finish(inflight_path(Path(path), "cuda"), False)   # a worker's normal end: any other is a fault
+finish(inflight_path(Path(path), "cuda", int(slot)), False)   # a worker's normal end: any other is a fault
 """
 
 
-def test_each_unit_runs_in_its_own_worker_and_gets_its_own_log(tmp_path):
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_each_unit_runs_in_its_own_worker_and_gets_its_own_log(tmp_path, jobs):
     exe = _executable(tmp_path / "bin" / "compute-sanitizer", FAKE_SANITIZER)
     logs = {"memcheck": tmp_path / "canned.log"}
     logs["memcheck"].write_text(MEMCHECK)
@@ -270,14 +272,14 @@ def test_each_unit_runs_in_its_own_worker_and_gets_its_own_log(tmp_path):
     results_path = out / "results.jsonl"
     env = {**os.environ, "CANNED_LOG": str(logs["memcheck"])}
     status = run_each(Sanitizer("memcheck", exe=exe), [("softmax", "fp32"), ("softmax", "fp16")],
-                      lambda case, dtype, staged: [sys.executable, "-c", WORKER, case, dtype, str(staged)],
-                      env, results_path, "cuda", 60)
+                      lambda case, dtype, staged, slot: [sys.executable, "-c", WORKER, case, dtype, str(staged), str(slot)],
+                      env, results_path, "cuda", 60, jobs)
     records = results.read(results_path)
     assert status == 1
-    # the module error every worker saw is recorded once; each unit's record has its own log's findings
-    assert [(r["case"], r["dtype"]) for r in records] == [("broken_module", "-"), ("softmax", "fp32"),
-                                                           ("softmax", "fp16")]
-    assert "sanitizer" not in records[0]
+    # the module error every worker saw is recorded once (first, whichever worker wrote it; the
+    # run then puts the units' records in order); each unit's record has its own log's findings
+    assert records[0]["case"] == "broken_module" and "sanitizer" not in records[0]
+    assert sorted((r["case"], r["dtype"]) for r in records[1:]) == [("softmax", "fp16"), ("softmax", "fp32")]
     for r in records[1:]:
         assert r["verdict"] == "fail" and r["sanitizer"]["errors"] == 2
         assert r["message"].startswith("memcheck: Invalid __global__ write in oob_store")
