@@ -186,13 +186,15 @@ class History:
         return _read(self.path)
 
     def seconds(self, scope: str) -> dict:
-        """This machine's seconds for the scope, else the shipped ones of its target."""
-        for data in (self.load(), _read(self.shipped)):
+        """This machine's seconds for the scope over the shipped ones of its target: a unit this
+        machine has not run yet (the as-arch units after a plain run) keeps its shipped figure."""
+        merged = {}
+        for data in (_read(self.shipped), self.load()):
             found = data.get(scope) or next((v for k, v in sorted(data.items())
                                              if k.split("/")[0] == scope.split("/")[0]), None)
-            if isinstance(found, dict) and found:
-                return found
-        return {}
+            if isinstance(found, dict):
+                merged.update(found)
+        return merged
 
     def longest_first(self, items: list, key_of, scope: str) -> list:
         """`items` by their unit's recorded seconds, longest first; units never recorded first,
