@@ -155,6 +155,17 @@ def normal(shape, gen: torch.Generator, scale: float = 1.0) -> torch.Tensor:
     return x.mul_(scale) if scale != 1.0 else x
 
 
+def integers(low: int, high: int, shape, gen: torch.Generator) -> torch.Tensor:
+    """Uniform int64 values in [low, high) of `shape`: from `gen` on the CPU, or on drawn_on's
+    device (as normal() draws)."""
+    device = _DRAW_ON.get()
+    if device is None:
+        return torch.randint(low, high, tuple(shape), generator=gen, dtype=torch.int64)
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    on_device = torch.Generator(device=device).manual_seed(seed)
+    return torch.randint(low, high, tuple(shape), generator=on_device, device=device, dtype=torch.int64)
+
+
 def values(shape, dtype: str, regime: str, gen: torch.Generator, scale: float = 1.0) -> torch.Tensor:
     """A tensor in `dtype` drawn from a regime (on the CPU unless inside drawn_on); last
     dimension = one row. Works in place on the float64 draw: it is the size of the input."""

@@ -272,6 +272,9 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
     devices = getattr(args, "devices", {}).get(target, [])
     if timing:
         jobs = 1
+        # the autotuner's choice, timed alone on the GPU, is kept in Triton's cache: the next run's
+        # timing worker reuses it instead of timing every configuration again
+        env = {**env, "TRITON_CACHE_AUTOTUNING": "1"}
         todo = len(_passed_units(results_path, target, selected))
         if not todo:
             return 0
