@@ -17,7 +17,7 @@ import hypothesis
 import torch
 
 from . import as_arch as forcing
-from . import guards
+from . import guards, precompile
 from .cases import Case, cases_flag, float64_args
 from .compare import Comparison, compare, compare_launches, flat_to_index
 from .diagnose import diagnose
@@ -164,14 +164,36 @@ def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
         return _evaluate(case, target_name, spec, tol_factor, tol_reason, keep, checks or CHECKS, explain, clock)
 
 
+def _inputs(case: Case, device: str, spec: dict, checks: Checks) -> tuple[dict, list]:
+    """The example's arguments (inside guarded allocations unless guards are off) and the
+    input guard bands to check after each launch."""
+    args = case.make(spec, device)
+    if not checks.guards:
+        return args, []
+    return guards.rehome_inputs(args, case.in_place)
+
+
+def _precompile(case: Case, target_name: str, strategy, settings: hypothesis.settings, seed: int | None,
+                checks: Checks) -> None:
+    """Compile the kernels of the examples the check will draw, several at a time, before it
+    draws them (portcheck.precompile): the check's launches then find them compiled."""
+    device = TARGETS[target_name].device
+
+    def launch(spec: dict) -> None:   # as evaluate() launches it, noted instead of run
+        with facts_device.drawing(spec.get(forcing.CONFIG_KEY)):
+            args, _ = _inputs(case, device, spec, checks)
+            case.launch(args, _outputs(case, args, device, checks.guards)[0])
+    try:
+        launches = precompile.noted_launches(launch, precompile.examples(strategy, settings, seed))
+        precompile.warm_up(launches, precompile.threads())
+    except Exception:   # noqa: BLE001  a warm-up only saves time: the check compiles what it lacks
+        pass
+
+
 def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_reason: str,
               keep: dict | None, checks: Checks, explain: bool, clock: PhaseClock) -> list[Comparison]:
-    device = TARGETS[target_name].device
     with clock.timing("inputs"):
-        args = case.make(spec, device)
-        input_bands = []
-        if checks.guards:
-            args, input_bands = guards.rehome_inputs(args, case.in_place)
+        args, input_bands = _inputs(case, TARGETS[target_name].device, spec, checks)
     runs, violations = _launch_all(case, target_name, spec, args, checks, input_bands, clock)
     outs = runs[0]
     if keep is not None:
@@ -384,6 +406,9 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             if spec is not None:
                 prop(spec)
             else:
+                if TARGETS[target_name].is_gpu and precompile.threads():
+                    with clock.timing("compile"):
+                        _precompile(case, target_name, strategy, settings, seed, checks or CHECKS)
                 test = hypothesis.given(strategy)(prop)
                 if override is not None and override.action == "xfail":
                     # an expected failure needs no minimal example: skip the costly shrink phase

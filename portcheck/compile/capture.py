@@ -103,8 +103,10 @@ class Recorder:
         self.quiet = 0               # >0: do not record (the autotuner's executing launch)
         self.dry = 0                 # >0: do not execute (the autotuner's per-config records)
         self._seen: dict[str, CapturedVariant] = {}
+        self.raw: list[tuple] = []   # every launch as made: (JITFunction, args, kwargs), for warm-ups
 
     def add(self, kernel, args: tuple, kwargs: dict) -> None:
+        self.raw.append((kernel, args, kwargs))
         fn = kernel
         while hasattr(fn, "fn"):
             fn = fn.fn
