@@ -31,23 +31,27 @@ from portcheck import tolerance as T
 
 
 @triton.jit
-def ${name}_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
-    tl.store(y_ptr + offs, (x * 2.0).to(y_ptr.dtype.element_ty), mask=offs < n)
+def ${name}_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)   # int64: row * stride passes 2**31 on large inputs
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols).to(tl.float32)
+    tl.store(y_ptr + row * y_stride + cols, (x * 2.0).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
 
 
 def launch(args, outs):
     """Write into `outs`, the buffers portcheck poisoned, so unwritten elements are caught (a
     launcher that returns its own output can be wrapped: portcheck.allocating_launcher)."""
     x, y = args["x"], outs["y"]
-    ${name}_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    rows, cols = x.shape
+    ${name}_kernel[(rows, triton.cdiv(cols, 1024))](x, y, cols, x.stride(0), y.stride(0), BLOCK=1024)
 
 
 CASE = portcheck.register(portcheck.Case(
     name="$name", family="$name", dtypes=("fp32", "fp16", "bf16"),
     inputs=lambda dtype, max_elements: S.row_inputs(dtype, max_elements),
-    make=lambda spec, device: {"x": S.row_tensor(spec, device).contiguous()},
+    # in the spec's layout, contiguous or padded rows (NaN past each row's end), so a kernel
+    # that ignores the row stride fails; keep it when you adapt this to your kernel
+    make=lambda spec, device: {"x": S.row_tensor(spec, device)},
     outputs=lambda args: {"y": (tuple(args["x"].shape), args["x"].dtype)},
     launch=launch,
     oracle=portcheck.oracle_from_torch(lambda x: 2 * x, "y"),      # evaluated in float64

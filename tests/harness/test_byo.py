@@ -297,6 +297,14 @@ def test_new_case_writes_a_case_that_passes_and_refuses_to_overwrite(tmp_path, m
     for dtype in module.CASE.dtypes:
         r = check(module.CASE, "interpreter", "cpu-interpreter", dtype, settings=settings, max_elements=2048, seed=0)
         assert r.verdict == "pass", (dtype, r.message)
+    # the template keeps the spec's row layout: the same kernel ignoring the row stride fails
+    text = (tmp_path / "my_scale.py").read_text()
+    (tmp_path / "my_scale.py").write_text(text.replace("row * x_stride + cols", "row * n_cols + cols"))
+    spec.loader.exec_module(module)
+    settings = hypothesis.settings(settings, max_examples=12,   # found, not shrunk: faster
+                                   phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate])
+    r = check(module.CASE, "interpreter", "cpu-interpreter", "fp32", settings=settings, max_elements=2048, seed=0)
+    assert r.verdict == "fail" and "out-of-bounds read" in r.message, r.message
 
 
 def test_a_matrix_of_compile_settings_alone(tmp_path):
