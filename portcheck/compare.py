@@ -24,7 +24,7 @@ class Comparison:
     mismatches: int = 0
     max_abs: float = 0.0
     max_rel: float = 0.0
-    max_ulp: float = 0.0       # over elements judged by rtol (where rtol |ref| >= atol)
+    max_ulp: float = 0.0       # over elements whose |ref| exceeds the absolute tolerance
     worst_ratio: float = 0.0   # max |err| / (atol + rtol |ref|): 1.0 is the tolerance
     message: str = ""
     worst_index: list = field(default_factory=list)
@@ -152,10 +152,11 @@ def _compare_float(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Toleran
     ratio = torch.where(finite, err / bound, torch.zeros_like(o))
     ratio = torch.where(special_bad, torch.full_like(o, float("inf")), ratio)
     rel = torch.where(finite & (r != 0), err / r.abs(), torch.zeros_like(o))
-    # ULPs are reported where the relative term dominates; near zero (cancellation) an element
-    # is judged by atol, and its distance in ULPs of a tiny reference says nothing
-    relative = finite & (rel_bound >= atol)
-    ulps = torch.where(relative, err / ulp_of(r, f), torch.zeros_like(o))
+    # ULPs are reported where the reference is larger than the absolute tolerance: closer to zero
+    # (cancellation) its ULP is tiny and the distance in them says nothing. A sum judged by an
+    # absolute bound alone still gets its ULPs wherever the sum stands clear of that bound.
+    meaningful = finite & (r.abs() > atol)
+    ulps = torch.where(meaningful, err / ulp_of(r, f), torch.zeros_like(o))
     bad = (ratio > 1.0)
     cmp.mismatches = int(bad.sum())
     cmp.ok = cmp.mismatches == 0

@@ -91,3 +91,14 @@ def test_exact_compare_is_bitwise():
 def test_shape_mismatch_is_a_failure():
     res = compare("y", torch.zeros(3), torch.zeros(4, dtype=torch.float64), rounding("fp32"))
     assert not res.ok and "shape (3,), expected (4,)" in res.message
+
+
+def test_ulps_are_counted_wherever_the_reference_stands_clear_of_the_absolute_bound():
+    # a sum judged by an absolute bound alone (rtol 0): 0.002 off at 6.0 in fp32 is thousands
+    # of ULPs, not "0 ULP"; near zero, inside the bound, ULPs of a tiny reference say nothing
+    tol = Tolerance(atol=1e-3, rtol=0.0, formula="u * sum |x|")
+    ref = torch.tensor([6.0, 1e-6], dtype=torch.float64)
+    out = torch.tensor([6.002, 1e-6 + 5e-4], dtype=torch.float32)
+    res = compare("y", out, ref, tol)
+    assert not res.ok and res.mismatches == 1
+    assert res.max_ulp == pytest.approx(0.002 / 2**-21, rel=1e-3)   # fp32 ULP at 6 is 2^-21
