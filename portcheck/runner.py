@@ -260,8 +260,7 @@ class _Search:
     current: dict | None = None
     failing: dict | None = None
     message: str = ""
-    metrics: dict = field(default_factory=lambda: {"max_abs": 0.0, "max_rel": 0.0, "max_ulp": 0.0,
-                                                   "worst_ratio": 0.0, "mismatches": 0})
+    metrics: dict = field(default_factory=lambda: _fold_metrics({}, []))
     tolerance: dict = field(default_factory=dict)
     unexplained_nan: bool = False     # the failing example's output holds a NaN of unknown origin
     failed: list = field(default_factory=list)   # the failing example's failing comparisons
@@ -271,13 +270,23 @@ class _Search:
     configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
     not_here: list = field(default_factory=list)    # --as-arch: why examples could not run locally
 
+    failing_metrics: dict = field(default_factory=dict)   # the failing example's own metrics
+
     def observe(self, comps: list[Comparison]) -> None:
         if self.failing is None:  # report the formula in force where it failed, else the last
             # (guard and launch-to-launch comparisons are judged by no formula)
             self.tolerance = {c.name: c.tolerance for c in comps if c.tolerance}
-        for c in comps:
-            for k, v in c.metrics().items():
-                self.metrics[k] = max(self.metrics.get(k, 0.0), v)
+        _fold_metrics(self.metrics, comps)
+
+
+def _fold_metrics(into: dict, comps: list[Comparison]) -> dict:
+    """`into` with each metric raised to the largest of the comparisons' (each at least 0)."""
+    for k in ("max_abs", "max_rel", "max_ulp", "worst_ratio", "mismatches"):
+        into.setdefault(k, 0.0 if k != "mismatches" else 0)
+    for c in comps:
+        for k, v in c.metrics().items():
+            into[k] = max(into.get(k, 0.0), v)
+    return into
 
 
 class CaseFailed(AssertionError):
@@ -385,6 +394,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         bad = [c for c in comps if not c.ok]
         if bad:
             search.failing, search.message, search.failed = example, "; ".join(c.message for c in bad), bad
+            search.failing_metrics = _fold_metrics({}, comps)
             search.unexplained_nan = any(unexplained_nan(c) for c in bad)
             raise CaseFailed(search.message)
 
@@ -441,7 +451,10 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         result.verdict, result.message = "skip", "; ".join(search.not_here)
     result.examples = search.examples
     result.phases = clock.rounded()
-    result.metrics = search.metrics
+    # a failure's numbers are those of the input it reports (its replay prints the same), not the
+    # largest over every input the search tried on its way there
+    result.metrics = search.failing_metrics if result.verdict == "fail" and search.failing_metrics \
+        else search.metrics
     result.tolerance = search.tolerance
     result.failing_input = search.failing if result.verdict in ("fail", "error") else None
     if override is not None and override.action == "xfail":

@@ -172,6 +172,8 @@ def test_portcheck_catches_the_broken_kernel(name):
     assert "--replay" in result.reproduce and f"--kernel {name}" in result.reproduce
     again = _check(case, spec=result.failing_input)
     assert again.verdict == "fail" and again.failing_input == result.failing_input, again.message
+    # the record's numbers are the reported input's, as its replay prints them
+    assert again.metrics == result.metrics
 
 
 @pytest.mark.parametrize("real", ["softmax", "rmsnorm", "bias_gelu_dropout"])
