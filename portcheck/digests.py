@@ -105,7 +105,9 @@ def specs_for(case: Case, dtype: str, count: int) -> tuple[list[dict], str]:
     if path:
         return _specs_file(path).get((case.name, dtype), [])[:count], f"specs from {path}"
     specs, budget = draw_specs(case, dtype, count)
-    return specs, f"hypothesis {hypothesis.__version__}, derandomized, max_elements={budget}"
+    # said in full: a reader of the record took this budget for the check's own
+    return specs, (f"the digests' own inputs (not the check's): hypothesis {hypothesis.__version__}, "
+                   f"derandomized, max_elements={budget}")
 
 
 def tensor_bytes(t: torch.Tensor) -> bytes:
