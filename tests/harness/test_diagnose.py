@@ -144,3 +144,12 @@ def test_an_fp8_format_the_arch_lacks_is_an_artifact():
     sm80 = vendors.Side("A", "cuda", "sm_80", "")
     finding = vendors.classify("fp8e4nv", 12.0, 0.5, sm80, B)
     assert "environment artifact on A" in finding.cause and "sm_80 lacks fp8e4nv" in finding.evidence
+
+
+def test_growth_with_k_needs_the_middle_on_the_trend():
+    from portcheck.diagnose.reduction import exponent
+    assert exponent([0.01, 0.0141, 0.02]) == pytest.approx(0.5)      # sqrt(K): a narrow accumulator
+    assert exponent([0.01, 0.02, 0.04]) == pytest.approx(1.0)
+    assert exponent([0.039, 0.0072, 0.28]) is None    # set by K's remainder (a dropped tail tile)
+    assert exponent([0.01, 0.01, 0.0101]) is None     # flat: a correct fp32 sum
+    assert exponent([0.0, 0.01, 0.02]) is None
