@@ -126,6 +126,16 @@ def _program_order(target_name: str, spec: dict, launch: int):
     return shuffled(order_seed(spec) + launch)
 
 
+def _quiet_arithmetic(target_name: str):
+    """The interpreter computes in numpy, which warns at every overflow or invalid operation (a
+    softmax without its max subtraction prints dozens, its diagnosis more); the comparison
+    reports what they did to the outputs."""
+    if TARGETS[target_name].is_gpu:
+        return contextlib.nullcontext()
+    import numpy
+    return numpy.errstate(all="ignore")
+
+
 def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Checks,
                 input_bands: list, clock: PhaseClock = NO_CLOCK) -> tuple[list[dict], list[str]]:
     """Every launch's outputs, and the guard violations seen."""
@@ -402,7 +412,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         """The failing example's message (an unexplained NaN explained) and its likely causes."""
         result.verdict, result.message = "fail", search.message
         clock.shrinking = False
-        with running_as(), clock.timing("diagnosis"):
+        with running_as(), _quiet_arithmetic(target_name), clock.timing("diagnosis"):
             if search.unexplained_nan and (checks or CHECKS).guards:   # only the example reported
                 comps = evaluate(case, target_name, search.failing, factor, reason, checks=checks, explain=True)
                 search.failed = [c for c in comps if not c.ok]
@@ -412,7 +422,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                                                                   search.failed, arch=arch)]
 
     try:
-        with running_as():
+        with running_as(), _quiet_arithmetic(target_name):
             if spec is not None:
                 prop(spec)
             else:

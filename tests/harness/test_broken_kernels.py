@@ -181,3 +181,13 @@ def test_the_correct_kernels_pass_the_same_search(real):
     result = _check(cases.get(real))
     assert result.verdict == "pass", result.message
     assert result.examples >= 10
+
+
+def test_the_interpreters_overflow_warnings_stay_out_of_the_output():
+    # numpy warns at each overflow the broken softmax makes; the failure already says what it did
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _check(BROKEN["softmax_without_max"][0]())
+    assert result.verdict == "fail"
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
