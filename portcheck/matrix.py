@@ -11,7 +11,7 @@ from .targets.runtime import RUNTIME_TARGETS
 
 PROFILES = ("ci", "dev", "thorough")
 _RUN_KEYS = {"targets": list, "kernels": list, "dtypes": list, "profile": str,
-             "max_elements": dict, "overrides": str, "time": bool, "timeout": (int, float),
+             "max_elements": dict, "overrides": str, "time": bool, "timeout": (int, float), "shrink_time": (int, float),
              "case_modules": list}
 
 
@@ -41,6 +41,8 @@ class RunPlan:
     overrides: Path | None = None
     time: bool = True                                     # time each case on a GPU target
     timeout: float = 900.0                                # seconds one case x dtype may run
+    shrink_time: float = 60.0                             # seconds a failure's search for a smaller
+                                                          #   input may take (then: the smallest so far)
     bench: BenchSettings = field(default_factory=BenchSettings)
     compile: object = None    # [compile]: portcheck.compile.plan.CompileSettings; None: defaults
 
@@ -109,6 +111,10 @@ def load(path: str | Path) -> RunPlan:
         if not 0 < run["timeout"] < float("inf"):   # NaN included: it would turn the hang guard off
             raise bad("timeout", f"must be a positive number of seconds, got {run['timeout']!r}")
         m.timeout = float(run["timeout"])
+    if "shrink_time" in run:
+        if not 0 <= run["shrink_time"] < float("inf"):
+            raise bad("shrink_time", f"must be a finite number of seconds, 0 or more, got {run['shrink_time']!r}")
+        m.shrink_time = float(run["shrink_time"])
     if "bench" in data:
         m.bench = _bench_settings(data["bench"], bad)
     if "compile" in data:

@@ -132,7 +132,8 @@ class _State:
                 self.target, profile=self.profile, max_elements=self.matrix.max_elements,
                 seed=self.seed, overrides=self.overrides,
                 results_path=self.report_dir / "results.jsonl" if self.report_dir else None,
-                command=shlex.join(["pytest", *sys.argv[1:]]), timeout=self.matrix.timeout)
+                command=shlex.join(["pytest", *sys.argv[1:]]), timeout=self.matrix.timeout,
+                shrink_time=self.matrix.shrink_time)
             if self.as_arch:
                 from .session import AsArchSession
                 self.session = AsArchSession(self.session, self.as_arch)

@@ -281,6 +281,7 @@ class _Search:
     not_here: list = field(default_factory=list)    # --as-arch: why examples could not run locally
 
     failing_metrics: dict = field(default_factory=dict)   # the failing example's own metrics
+    shrink_started: float | None = None   # time.monotonic() at the first example after a failure
 
     def observe(self, comps: list[Comparison]) -> None:
         if self.failing is None:  # report the formula in force where it failed, else the last
@@ -331,7 +332,8 @@ def reproduce_command(target: str, case: str, dtype: str, spec: dict | None, see
 def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypothesis.settings,
           max_elements: int, override: Override | None = None, seed: int | None = None,
           spec: dict | None = None, on_example=None, checks: Checks | None = None,
-          as_arch: list | None = None, deadline: float | None = None) -> Result:
+          as_arch: list | None = None, deadline: float | None = None,
+          shrink_time: float | None = None) -> Result:
     """Search (or, given `spec`, replay) one case x target x dtype; never raises for kernel faults.
 
     `on_example(spec)` is called before each example runs, so a supervisor that sees the process
@@ -340,7 +342,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     them, and the record (arch: that one, evidence "as-arch") says what changed to run locally.
     `deadline` (a time.monotonic() value): once it has passed after a failure, the search stops
     shrinking and reports the smallest failing input found so far, so that a failure is never
-    turned into a time-out. The record's `phases` says where the time went.
+    turned into a time-out; so it does once `shrink_time` seconds have gone into shrinking.
+    The record's `phases` says where the time went.
     """
     forced = as_arch[0] if as_arch else None
     evidence = forcing.EVIDENCE if forced else ("gpu" if TARGETS[target_name].is_gpu else "interpreter")
@@ -373,8 +376,12 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
 
     def prop(example):
         clock.shrinking = search.failing is not None or search.fault is not None
-        if clock.shrinking and deadline is not None and time.monotonic() > deadline:
-            raise ShrinkStopped()
+        if clock.shrinking:
+            now = time.monotonic()
+            search.shrink_started = search.shrink_started or now
+            if ((deadline is not None and now > deadline)
+                    or (shrink_time is not None and now - search.shrink_started > shrink_time)):
+                raise ShrinkStopped()
         search.examples += 1
         search.current = example
         if on_example is not None:

@@ -34,7 +34,7 @@ class Session:
     def __init__(self, target_name: str, *, profile: str, max_elements: dict, seed: int,
                  overrides: list[Override] = (), results_path: Path | None = None,
                  warm_bench: bool = False, command: str | None = None, digests: int | None = None,
-                 timeout: float | None = None):
+                 timeout: float | None = None, shrink_time: float | None = None):
         register_profiles()
         self.target = TARGETS[target_name]
         self.availability = self.target.availability()
@@ -49,6 +49,7 @@ class Session:
         # fixed small inputs whose outputs are recorded for `portcheck diff` (None: the default)
         self.digests = digests if digests is not None else default_digests(self.target.is_gpu)
         self.timeout = timeout   # seconds one case x dtype may run: shrinking stops in time (runner.check)
+        self.shrink_time = shrink_time   # seconds a failure's shrinking may take (None: no limit of its own)
         # a worker of `portcheck run`: compile what its timing worker will time (Session.warm)
         self.warm_bench = warm_bench and self.target.is_gpu
 
@@ -66,7 +67,7 @@ class Session:
         seed = case_seed(self.seed, case.name, dtype)
         result = check(case, self.target.name, self.arch, dtype, settings=self.settings,
                        max_elements=self.max_elements, override=override, seed=seed, spec=spec,
-                       on_example=on_example, deadline=self.deadline())
+                       on_example=on_example, deadline=self.deadline(), shrink_time=self.shrink_time)
         if self.warm_bench and result.verdict == "pass" and case.bench:
             result.phases["timing"], message = self.warm(case, dtype)
             result.message = message or result.message
@@ -115,7 +116,8 @@ class Session:
         seed = case_seed(self.seed, case.name, dtype)
         checked = check(case, self.target.name, self.arch, dtype, settings=self.settings,
                         max_elements=self.max_elements, override=override, seed=seed, spec=spec,
-                        on_example=on_example, as_arch=group, deadline=self.deadline())
+                        on_example=on_example, as_arch=group, deadline=self.deadline(),
+                        shrink_time=self.shrink_time)
         checked.reproduce = checked.reproduce.replace(f"--seed {seed}", f"--seed {self.seed}")
         checked.provenance = self.provenance()
         out = []

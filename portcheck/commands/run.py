@@ -54,6 +54,9 @@ def add_arguments(p) -> None:
                                             "such as ci, else random; recorded in the report)")
     p.add_argument("--replay", metavar="JSON", help="rerun exactly this input spec (from a failure)")
     p.add_argument("--timeout", type=float, help="seconds one case may run (default: the matrix's)")
+    p.add_argument("--shrink-time", type=float, metavar="S",
+                   help="seconds a failure may spend looking for a smaller failing input; then the "
+                        "smallest so far is reported (default: the matrix's shrink_time, 60)")
     p.add_argument("--no-time", action="store_true", help="skip the median-time column on GPUs")
     p.add_argument("--launches", type=int, default=2, metavar="N",
                    help="launch each example N times on the same inputs; the outputs must match bit "
@@ -92,6 +95,10 @@ def _plan(args) -> tuple[RunPlan, list[str], list, list[str] | None]:
         if not 0 < args.timeout < float("inf"):   # NaN included: it would turn the hang guard off
             raise UsageError(f"--timeout must be positive and finite (seconds), got {args.timeout:g}")
         matrix.timeout = args.timeout
+    if args.shrink_time is not None:
+        if not 0 <= args.shrink_time < float("inf"):
+            raise UsageError(f"--shrink-time must be finite and 0 or more (seconds), got {args.shrink_time:g}")
+        matrix.shrink_time = args.shrink_time
     targets = csv(args.target) or matrix.targets
     for t in targets:
         if t not in (*RUNTIME_TARGETS, "auto"):
@@ -375,6 +382,8 @@ def _child_argv(args, target: str, seed: int, results_path: Path) -> list[str]:
             argv += [f"--{flag.replace('_', '-')}", value]
     if args.timeout is not None:   # the worker stops shrinking before the supervisor's limit
         argv += ["--timeout", repr(args.timeout)]
+    if args.shrink_time is not None:
+        argv += ["--shrink-time", repr(args.shrink_time)]
     if args.no_time:
         argv.append("--no-time")
     if args.raw_interpreter:
@@ -496,7 +505,8 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
     # a check never times: the supervisor's --time-only workers do, each alone on its GPU
     session = Session(target, profile=args.profile or matrix.profile, max_elements=matrix.max_elements,
                       seed=args.seed, overrides=overrides, results_path=results_path,
-                      warm_bench=_timed(args, matrix, target), command=command, timeout=matrix.timeout * scale)
+                      warm_bench=_timed(args, matrix, target), command=command, timeout=matrix.timeout * scale,
+                      shrink_time=matrix.shrink_time * scale)
     inflight = inflight_path(results_path, target, args.worker_slot)
     if not session.availability.ok:   # the supervisor checked it; a worker says it stopped early
         raise UsageError(f"{target}: not available: {session.availability.reason}")

@@ -33,6 +33,7 @@ def assert_usage_error(proc, *words):
     (["run", "--kernel", "softmax,softmax_long", "--replay", '{"dtype": "fp32"}'],
      ["--replay needs exactly one --kernel"]),
     (["run", "--timeout", "0"], ["--timeout must be positive"]),
+    (["run", "--shrink-time", "-1"], ["--shrink-time must be finite and 0 or more"]),
     (["run", "--matrix", "/no/such/matrix.toml"], ["cannot read matrix file"]),
     (["frobnicate"], ["invalid choice: 'frobnicate'"]),
 ])

@@ -62,8 +62,10 @@ BAD_RUN = [("kernels", [1, 2]), ("kernels", "softmax"), ("kernels", [""]), ("tar
            ("max_elements", {"interpreter": True}), ("max_elements", {"interpreter": 0}),
            ("max_elements", {"gpu": 1.5}), ("max_elements", {"cpu": 1}), ("max_elements", 5),
            ("overrides", "/etc"), ("overrides", 5), ("overrides", "missing.toml"), ("time", "yes"),
-           ("dtypes", [7]), ("bench_noise", math.nan), ("compile_timeout", math.nan)]
+           ("dtypes", [7]), ("bench_noise", math.nan), ("compile_timeout", math.nan),
+           ("shrink_time", math.nan), ("shrink_time", -1), ("shrink_time", "60"), ("shrink_time", True)]
 KNOWN_RUN_KEYS = {"targets", "kernels", "dtypes", "profile", "max_elements", "overrides", "time", "timeout",
+                  "shrink_time",
                   "case_modules", "bench_noise", "compile_timeout"}   # the last two: the test's own [bench] / [compile]
 
 

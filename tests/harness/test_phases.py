@@ -66,6 +66,17 @@ def test_a_failure_whose_every_example_is_slow_stops_shrinking_at_the_deadline(p
     assert result.phases["shrink"] > 0 and result.examples >= 2
 
 
+def test_a_failure_stops_shrinking_once_its_shrink_time_is_spent(portcheck_session):
+    one_example = 2 * SLOW_S + 0.5
+    start = time.monotonic()
+    result = _check(portcheck_session, _case("phases_slow_shrink", _slow_and_wrong), shrink_time=1.0,
+                    deadline=start + 600)   # a case limit far off: the shrink budget stops it
+    shrunk = result.phases["shrink"]
+    assert result.verdict == "fail" and "shrinking stopped at the time limit" in result.message, result.message
+    assert 1.0 <= shrunk <= 1.0 + one_example, result.phases
+    assert "--replay" in result.reproduce and result.failing_input is not None
+
+
 def test_without_a_deadline_the_failure_shrinks_to_its_minimal_input(portcheck_session):
     fast_and_wrong = _case("phases_fast_failure", lambda args, outs: outs["y"].copy_(args["x"] + 1))
     result = _check(portcheck_session, fast_and_wrong, deadline=time.monotonic() + 600)
