@@ -44,6 +44,14 @@ def examples(strategy, settings: hypothesis.settings, seed: int | None) -> list[
     return drawn
 
 
+def ahead(launch_each, specs: list[dict], n_threads: int) -> None:
+    """Warm up the launches `launch_each(spec)` makes for every spec, a few specs at a time: the
+    noted launches hold their inputs, which need not all live at once."""
+    step = 2 * n_threads
+    for start in range(0, len(specs), step):
+        warm_up(noted_launches(launch_each, specs[start:start + step]), n_threads)
+
+
 def noted_launches(launch_each, specs: list[dict]) -> list[tuple]:
     """Every Triton launch that `launch_each(spec)` makes for each spec, noted, not run:
     (JITFunction, args, kwargs). A spec whose launcher fails without results is passed over."""

@@ -194,8 +194,7 @@ def _precompile(case: Case, target_name: str, strategy, settings: hypothesis.set
             args, _ = _inputs(case, device, spec, checks)
             case.launch(args, _outputs(case, args, device, checks.guards)[0])
     try:
-        launches = precompile.noted_launches(launch, precompile.examples(strategy, settings, seed))
-        precompile.warm_up(launches, precompile.threads())
+        precompile.ahead(launch, precompile.examples(strategy, settings, seed), precompile.threads())
     except Exception:   # noqa: BLE001  a warm-up only saves time: the check compiles what it lacks
         pass
 

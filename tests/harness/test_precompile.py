@@ -89,7 +89,7 @@ def test_the_checks_warm_up_notes_every_example_and_never_fails_it(monkeypatch):
     # on the interpreter nothing compiles: the warm-up notes the launches, finds no kernel to
     # warm up, and leaves the check to run as it would
     noted = []
-    monkeypatch.setattr(precompile, "warm_up", lambda launches, n: noted.extend(launches))
+    monkeypatch.setattr(precompile, "warm_up", lambda launches, n: noted.extend(launches))   # per 4 specs
     monkeypatch.setenv(precompile.ENV, "2")
     case, dtype = cases.get("rmsnorm"), "fp16"
     settings = hypothesis.settings.get_profile("ci")
