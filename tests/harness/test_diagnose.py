@@ -151,5 +151,6 @@ def test_growth_with_k_needs_the_middle_on_the_trend():
     assert exponent([0.01, 0.0141, 0.02]) == pytest.approx(0.5)      # sqrt(K): a narrow accumulator
     assert exponent([0.01, 0.02, 0.04]) == pytest.approx(1.0)
     assert exponent([0.039, 0.0072, 0.28]) is None    # set by K's remainder (a dropped tail tile)
+    assert exponent([1e-7, 0.01, 0.02]) > 1           # narrow only past the first block: grows
     assert exponent([0.01, 0.01, 0.0101]) is None     # flat: a correct fp32 sum
     assert exponent([0.0, 0.01, 0.02]) is None
