@@ -11,8 +11,8 @@ from .targets.runtime import RUNTIME_TARGETS
 
 PROFILES = ("ci", "dev", "thorough")
 _RUN_KEYS = {"targets": list, "kernels": list, "dtypes": list, "profile": str,
-             "max_elements": dict, "overrides": str, "time": bool, "timeout": (int, float), "shrink_time": (int, float),
-             "case_modules": list}
+             "max_elements": dict, "overrides": str, "time": bool, "timeout": (int, float),
+             "shrink_time": (int, float), "case_modules": list}
 
 
 @dataclass

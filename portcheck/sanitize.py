@@ -367,9 +367,9 @@ def run_each(sanitizer: Sanitizer, units: list[tuple[str, str]], command_for, en
             old.unlink(missing_ok=True)
         try:
             code = supervise(sanitizer.wrap(command_for(case, dtype, staged, index), log, slot),
-                             sanitizer.environ(env, log), staged, target, case_timeout * sanitizer.time_scale, restart=False,
-                             inflight=inflight_path(results_path, target, index), output=say, stop=stop,
-                             started=started)
+                             sanitizer.environ(env, log), staged, target, case_timeout * sanitizer.time_scale,
+                             restart=False, inflight=inflight_path(results_path, target, index), output=say,
+                             stop=stop, started=started)
             report, tail = sanitizer.read(log)
             with lock:
                 code = max(code, _merge(results_path, staged, (case, dtype), sanitizer.tool, report, tail))

@@ -274,9 +274,10 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
 def supervise_all(workers: list, while_waiting=None) -> tuple[int, list[str]]:
     """Several supervised workers at once, each `supervise(**worker)` in a thread of its own (a
     callable worker is called as `worker(stop=, started=)` and passes both on to the supervise
-    calls it makes); `while_waiting()` is called about five times a second (a progress line). Returns the worst
-    status and why each worker that stopped outside any case did (Unfinished). Ctrl-C, SIGTERM
-    and SIGHUP (in the main thread) kill every worker's process group before they go on up."""
+    calls it makes); `while_waiting()` is called about five times a second (a progress line).
+    Returns the worst status and why each worker that stopped outside any case did (Unfinished).
+    Ctrl-C, SIGTERM and SIGHUP (in the main thread) kill every worker's process group before
+    they go on up."""
     stop = threading.Event()
     procs: list[subprocess.Popen] = []
     statuses: list[int] = []
