@@ -129,7 +129,8 @@ def _program_order(target_name: str, spec: dict, launch: int):
 def _quiet_arithmetic(target_name: str):
     """The interpreter computes in numpy, which warns at every overflow or invalid operation (a
     softmax without its max subtraction prints dozens, its diagnosis more); the comparison
-    reports what they did to the outputs."""
+    reports what they did to the outputs. Around every evaluation (checks, digests) and a
+    failure's diagnosis."""
     if TARGETS[target_name].is_gpu:
         return contextlib.nullcontext()
     import numpy
@@ -170,7 +171,7 @@ def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
     output holds an unexplained NaN to tell an out-of-bounds read from a NaN the kernel made.
     `clock` receives the seconds spent in each phase."""
     # under --as-arch the launcher reads the drawn autotune configuration (Case.configs)
-    with facts_device.drawing(spec.get(forcing.CONFIG_KEY)):
+    with facts_device.drawing(spec.get(forcing.CONFIG_KEY)), _quiet_arithmetic(target_name):
         return _evaluate(case, target_name, spec, tol_factor, tol_reason, keep, checks or CHECKS, explain, clock)
 
 
@@ -289,10 +290,13 @@ class _Search:
         _fold_metrics(self.metrics, comps)
 
 
+_NO_METRICS = Comparison("", True, 0).metrics()   # every metric a comparison reports, at 0
+
+
 def _fold_metrics(into: dict, comps: list[Comparison]) -> dict:
     """`into` with each metric raised to the largest of the comparisons' (each at least 0)."""
-    for k in ("max_abs", "max_rel", "max_ulp", "worst_ratio", "mismatches"):
-        into.setdefault(k, 0.0 if k != "mismatches" else 0)
+    for k, zero in _NO_METRICS.items():
+        into.setdefault(k, zero)
     for c in comps:
         for k, v in c.metrics().items():
             into[k] = max(into.get(k, 0.0), v)
@@ -428,7 +432,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                                                                   search.failed, arch=arch)]
 
     try:
-        with running_as(), _quiet_arithmetic(target_name):
+        with running_as():
             if spec is not None:
                 prop(spec)
             else:
