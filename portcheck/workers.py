@@ -3,10 +3,10 @@ one at a time, and the records put back in one order whatever the schedule.
 
 A unit is one case x dtype (under --as-arch: x a group of archs), checked by one worker from its
 own seed, so its record does not depend on which worker took it or when. Every worker walks the
-same list of units, longest first by the seconds each took in the last run on this machine, else
-by the shipped figures (`History`; units never run go first, in matrix order), and takes the next one nobody has claimed
-(an exclusive file create in the run's claims folder): the long units start at once and the short
-ones fill the end, a slow unit never holds up a queue of others behind it, and a
+same list of units, longest first by the seconds each took in the last run on this machine, over
+the shipped figures (`History`; units never run go first, in matrix order), and takes the next one
+nobody has claimed (an exclusive file create in the run's claims folder): the long units start at
+once and the short ones fill the end, a slow unit never holds up a queue of others behind it, and a
 worker restarted after a crash skips what is claimed, the unit it crashed in included (its
 supervisor recorded that one). Once the workers are done, the records are rewritten in the
 order of the units (`in_unit_order`), so a parallel run's report equals a serial run's.
