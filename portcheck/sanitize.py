@@ -353,22 +353,23 @@ def run_each(sanitizer: Sanitizer, units: list[tuple[str, str]], command_for, en
     Unfinished when a worker stopped outside its case."""
     log_dir = results_path.parent / "sanitizer"
     log_dir.mkdir(parents=True, exist_ok=True)
-    todo = list(enumerate(units))
+    todo = list(units)
     lock = threading.Lock()
 
     def say(line: str) -> None:
         with lock:
             print(line, flush=True)
 
-    def one(slot: int, index: int, case: str, dtype: str, stop, started) -> int:
+    def one(slot: int, case: str, dtype: str, stop, started) -> int:
+        """One unit in lane `slot`: its staged records, in-flight file and the tool's ports are the lane's."""
         log = log_dir / f"{target}-{case}-{dtype}.log"
-        staged = results_path.with_name(f".{target}.sanitized.{index}.jsonl")
+        staged = results_path.with_name(f".{target}.sanitized.{slot}.jsonl")
         for old in [log, *log_dir.glob(log.name + ".*"), staged]:
             old.unlink(missing_ok=True)
         try:
-            code = supervise(sanitizer.wrap(command_for(case, dtype, staged, index), log, slot),
+            code = supervise(sanitizer.wrap(command_for(case, dtype, staged, slot), log, slot),
                              sanitizer.environ(env, log), staged, target, case_timeout * sanitizer.time_scale,
-                             restart=False, inflight=inflight_path(results_path, target, index), output=say,
+                             restart=False, inflight=inflight_path(results_path, target, slot), output=say,
                              stop=stop, started=started)
             report, tail = sanitizer.read(log)
             with lock:
@@ -387,8 +388,8 @@ def run_each(sanitizer: Sanitizer, units: list[tuple[str, str]], command_for, en
             with lock:
                 if not todo:
                     return status
-                index, (case, dtype) = todo.pop(0)
-            status = max(status, one(slot, index, case, dtype, stop, started))
+                case, dtype = todo.pop(0)
+            status = max(status, one(slot, case, dtype, stop, started))
         return status
 
     lanes = max(1, min(jobs, len(units)))

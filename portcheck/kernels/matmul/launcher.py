@@ -12,7 +12,7 @@ import triton
 
 from ...dtypes import fmt
 from ...facts.archs import Arch
-from ...facts.device import current_arch, dot_fp32_precision, fp8_accumulation, drawn_config, forced, interpreted
+from ...facts.device import current_arch, dot_fp32_precision, drawn_config, forced, fp8_accumulation, interpreted
 from ...oracles.matmul import ACTIVATIONS
 from .._configs import config_file
 from .._pruned import prune_configs_by
