@@ -18,15 +18,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import hypothesis
 
+from .errors import UsageError
+
 ENV = "PORTCHECK_PRECOMPILE"
 
 
 def threads() -> int:
-    """Warm-up threads per check (PORTCHECK_PRECOMPILE; unset, 0 or not a number: no warm-up)."""
-    try:
-        return max(0, int(os.environ.get(ENV, "0")))
-    except ValueError:
-        return 0
+    """Warm-up threads per check (PORTCHECK_PRECOMPILE; unset or 0: no warm-up); anything but a
+    whole number of threads is a usage error."""
+    value = os.environ.get(ENV, "").strip() or "0"
+    if not value.isdigit():
+        raise UsageError(f"{ENV} must be a number of threads (0: off), got {value!r}")
+    return int(value)
 
 
 def examples(strategy, settings: hypothesis.settings, seed: int | None) -> list[dict]:

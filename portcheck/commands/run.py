@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from .. import cases as registry
-from .. import results, workers
+from .. import precompile, results, workers
 from ..errors import UsageError
 from ..matrix import PROFILES, RunPlan
 from ..overrides import load as load_overrides
@@ -95,6 +95,7 @@ def _plan(args) -> tuple[RunPlan, list[str], list, list[str] | None]:
         if not 0 < args.timeout < float("inf"):   # NaN included: it would turn the hang guard off
             raise UsageError(f"--timeout must be positive and finite (seconds), got {args.timeout:g}")
         matrix.timeout = args.timeout
+    precompile.threads()   # a bad PORTCHECK_PRECOMPILE stops the run here, not in every check
     if args.shrink_time is not None:
         if not 0 <= args.shrink_time < float("inf"):
             raise UsageError(f"--shrink-time must be finite and 0 or more (seconds), got {args.shrink_time:g}")

@@ -9,6 +9,7 @@ import hypothesis
 import pytest
 
 from portcheck import cases, precompile, runner
+from portcheck.errors import UsageError
 from portcheck.session import case_seed
 
 
@@ -76,13 +77,24 @@ def test_the_examples_drawn_ahead_are_the_checks():
     assert result.verdict == "pass" and ran and all(spec in drawn for spec in ran)
 
 
-@pytest.mark.parametrize("value, threads", [(None, 0), ("0", 0), ("4", 4), ("-2", 0), ("many", 0)])
+@pytest.mark.parametrize("value, threads", [(None, 0), ("", 0), ("0", 0), ("4", 4)])
 def test_the_warm_up_is_opt_in(monkeypatch, value, threads):
     if value is None:
         monkeypatch.delenv(precompile.ENV, raising=False)
     else:
         monkeypatch.setenv(precompile.ENV, value)
     assert precompile.threads() == threads
+
+
+@pytest.mark.parametrize("value", ["-2", "many", "1.5"])
+def test_a_bad_thread_count_is_a_usage_error_before_the_run_starts(monkeypatch, tmp_path, value):
+    monkeypatch.setenv(precompile.ENV, value)
+    with pytest.raises(UsageError, match=precompile.ENV):
+        precompile.threads()
+    done = subprocess.run([sys.executable, "-m", "portcheck", "run", "--target", "interpreter", "--kernel", "softmax",
+                           "--out", str(tmp_path / "r")], capture_output=True, text=True, env={**os.environ})
+    assert done.returncode == 2 and precompile.ENV in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "r" / "results.jsonl").exists()
 
 
 def test_the_checks_warm_up_notes_every_example_and_never_fails_it(monkeypatch):
