@@ -6,9 +6,13 @@ synccheck), one worker per case x dtype, so every finding in a log belongs to on
 Triton's AMD backend instruments kernels with AddressSanitizer when TRITON_ENABLE_ASAN is set
 (`--sanitize address`); the host process needs ROCm's ASan runtime. The interpreter has neither.
 
-A finding that is an error fails the case (a racecheck warning alone does not); the record keeps
-the findings (kind, kernel, address, thread, block, size, access) and the log's tail, and its
-replay names `--sanitize TOOL`.
+A finding that is an error fails the case (a racecheck warning alone does not), unless it lies
+in a library kernel: one the tool names by a C++ signature with no Python source line, such as
+PyTorch's own reductions that compute a float64 oracle on the GPU (racecheck reports hazards in
+`at::native::reduce_kernel`). Those are kept in the record, marked `library`, and counted apart.
+Triton names its kernels after the Python function and places each access on a `.py` line, so
+every finding in a kernel under test counts. The record keeps the findings (kind, kernel, address,
+thread, block, size, access) and the log's tail, and its replay names `--sanitize TOOL`.
 """
 from __future__ import annotations
 
@@ -68,17 +72,25 @@ class Finding:
     size: int | None = None            # bytes per access
     access: str | None = None          # read | write | atomic | write/read (a race's two sides)
     detail: str | None = None          # e.g. "1 bytes after the nearest allocation ... of size 400 bytes"
+    library: bool = False              # in a library kernel (PyTorch's), not one under test
+
+    def mark_library(self) -> None:
+        """A kernel with a C++ name ("void at::native::reduce_kernel<...>(T3)") placed on no Python
+        line is a library's, not Triton's (whose kernels are Python functions)."""
+        cxx = self.kernel is not None and ("::" in self.kernel or self.kernel.startswith("void "))
+        self.library = cxx and not (self.where or "").rsplit(":", 1)[0].endswith(".py")
 
 
 @dataclass
 class Report:
-    errors: int = 0
+    errors: int = 0                    # in the kernels under test: these fail the case
     warnings: int = 0
     findings: list[Finding] = field(default_factory=list)
+    library_errors: int = 0            # printed errors in library kernels (kept, not failing)
 
     def headline(self) -> str:
-        """The first error, named by kind and kernel."""
-        errors = [f for f in self.findings if f.severity == "error"]
+        """The first error in a kernel under test, named by kind and kernel."""
+        errors = [f for f in self.findings if f.severity == "error" and not f.library]
         first = next((f for f in errors if f.kernel), errors[0] if errors else None)
         if first is None:
             return f"{self.errors} errors"
@@ -95,7 +107,7 @@ _ACCESS = re.compile(r"^(Invalid __\w+__ (read|write|atomic)|Uninitialized __\w+
 _RACE = re.compile(r"^(ERROR|WARNING|Error|Warning): Race reported between (\w+) access at (.*)$")
 _RACE_OTHER = re.compile(r"^and (\w+) access at (.*?)(?: \[(\d+) hazards?\])?$")
 _API = re.compile(r'^Program hit (\w+) \(error \d+\) due to "(.*)" on CUDA API call to (\w+)')
-_AT = re.compile(r"^at (\S+?)(?:\+0x[0-9a-fA-F]+)? in (.*)$")
+_AT = re.compile(r"^at (.+?)(?:\+0x[0-9a-fA-F]+)?(?: in (.*))?$")   # "at k+0x10 in f.py:3", "at void ns::k<..>(T3)+0x10"
 _OLD_KERNEL = re.compile(r":(\w+)\(.*\)\s*$")     # older logs: "at 0x60 in file.cu:12:kernel(int*)"
 _THREAD = re.compile(r"^by thread \((\d+,\d+,\d+)\) in block \((\d+,\d+,\d+)\)")
 _ADDRESS = re.compile(r"^(?:Address|Access to) (0x[0-9a-fA-F]+)(.*)$")
@@ -111,7 +123,7 @@ def _code_location(text: str) -> tuple[str | None, str | None]:
     if not m:
         return None, None
     kernel, where = m.groups()
-    old = _OLD_KERNEL.search(where)
+    old = _OLD_KERNEL.search(where or "")
     if old:
         return old.group(1), where[:old.start()]
     return (None if kernel.startswith("0x") else kernel), where
@@ -184,10 +196,15 @@ def parse(text: str) -> Report:
             continue
         current = _start(body)
         report.findings.append(current)
+    for f in report.findings:
+        f.mark_library()
     counted = (sum(f.severity == "error" for f in report.findings),
                sum(f.severity == "warning" for f in report.findings))
     # no summary when the worker was killed (time limit): count what was printed
-    report.errors, report.warnings = summary if summary is not None else counted
+    errors, report.warnings = summary if summary is not None else counted
+    report.library_errors = sum(f.severity == "error" and f.library for f in report.findings)
+    # errors past the print limit are not named: they count against the case
+    report.errors = max(0, errors - report.library_errors)
     return report
 
 
@@ -336,6 +353,7 @@ def apply(record: dict, tool: str, report: Report, log_tail: str) -> dict:
     """The record with the sanitizer's report; an error (not a warning alone) fails the case."""
     record = dict(record)
     record["sanitizer"] = {"tool": tool, "errors": report.errors, "warnings": report.warnings,
+                           "library_errors": report.library_errors,
                            "findings": [asdict(f) for f in report.findings], "log_tail": log_tail}
     if report.errors and record.get("verdict") != "skip":
         before = record.get("message", "")

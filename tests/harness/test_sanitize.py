@@ -71,6 +71,19 @@ RACE_WARNING_ONLY = """\
 ========= RACECHECK SUMMARY: 1 hazard displayed (0 errors, 1 warning)
 """
 
+# racecheck on the H200 (2026-12-02): PyTorch's float64 mean reduction, which computed a layernorm
+# oracle on the GPU, beside a hazard in the Triton kernel under test
+RACE_IN_TORCH = """\
+========= COMPUTE-SANITIZER
+========= Error: Race reported between Read access at void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<double, at::native::MeanOps<double, double, double, double>, unsigned int, double, (int)4, (int)4>>(T3)+0xe960
+=========     and Write access at void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<double, at::native::MeanOps<double, double, double, double>, unsigned int, double, (int)4, (int)4>>(T3)+0xea10 [6144 hazards]
+========= 
+========= Error: Race reported between Write access at layernorm_rows_kernel+0x3210 in layernorm.py:65
+=========     and Write access at layernorm_rows_kernel+0x3210 in layernorm.py:65 [1 hazards]
+========= 
+========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)
+"""
+
 SYNCCHECK = """\
 ========= COMPUTE-SANITIZER
 ========= Barrier error detected. Divergent thread(s) in warp
@@ -121,6 +134,22 @@ def test_racecheck_tells_errors_from_warnings_in_both_log_formats():
     assert (error.access, error.detail) == ("write/read", "512 hazards")
     assert (warning.severity, warning.kernel, warning.where, warning.access) == (
         "warning", "convolution", "conv.cu:123", "read/write")
+
+
+def test_a_race_in_a_library_kernel_is_kept_apart_from_the_kernels_under_test():
+    r = parse(RACE_IN_TORCH)
+    torch_side, ours = r.findings
+    assert torch_side.kernel.startswith("void at::native::reduce_kernel<") and torch_side.where is None
+    assert torch_side.library and torch_side.detail == "6144 hazards"
+    assert (ours.kernel, ours.where, ours.library) == ("layernorm_rows_kernel", "layernorm.py:65", False)
+    assert (r.errors, r.library_errors) == (1, 1)
+    assert r.headline() == "shared-memory race in layernorm_rows_kernel at layernorm.py:65 (1 error)"
+    only_torch = RACE_IN_TORCH.split("========= Error: Race reported between Write")[0] + \
+        "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n"
+    after = apply(_record(), "racecheck", parse(only_torch), "")
+    assert after["verdict"] == "pass" and after["sanitizer"]["library_errors"] == 1
+    assert after["sanitizer"]["findings"][0]["library"] is True
+    check_result(after)
 
 
 def test_synccheck_barrier_error():
