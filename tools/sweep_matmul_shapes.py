@@ -28,15 +28,18 @@ from portcheck.kernels import matmul as mm
 from portcheck.kernels.matmul import launcher
 
 SHAPES = [(1, 4104, 4104), (16, 4104, 4104), (4000, 4104, 4104), (4000, 4097, 4097),
-          (4096, 4096, 4096), (8192, 8192, 8192)]
+          (4096, 4096, 4096), (8192, 8192, 8192),
+          # which of M, N, K makes 4000 x 4104 x 4104 slower than 4096^3
+          (4096, 4096, 4104), (4096, 4104, 4096), (4000, 4096, 4096), (4096, 4104, 4104)]
 FILLS = (1, 2, 4)
 
 
-def _time(fn) -> float:
+def _time(fn, graph: bool) -> float:
+    """Median ms of one launch: graph replay for short launches (a Python launcher's host time
+    would be timed otherwise), do_bench for long ones."""
     fn()
     torch.cuda.synchronize()
-    est = triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median")
-    if est < 0.05:
+    if graph:
         return triton.testing.do_bench_cudagraph(fn, rep=50, return_mode="median")
     return triton.testing.do_bench(fn, warmup=10, rep=200, return_mode="median")
 
@@ -45,7 +48,7 @@ def _err(c, ref) -> float:
     return float((c.float() - ref.float()).abs().max() / ref.float().abs().max())
 
 
-def shape_rows(dtype: str, m: int, n: int, k: int) -> list[dict]:
+def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None) -> list[dict]:
     t = mm.FLOAT_DTYPES[dtype]
     a = torch.randn(m, k, device="cuda", dtype=t)
     b = torch.randn(k, n, device="cuda", dtype=t)
@@ -56,7 +59,7 @@ def shape_rows(dtype: str, m: int, n: int, k: int) -> list[dict]:
     def add(name, fn):
         try:
             err = _err(fn(), ref)
-            ms = _time(fn)
+            ms = _time(fn, graph=flops < 2e10)
             rows.append({"shape": [m, n, k], "dtype": dtype, "what": name, "us": ms * 1e3,
                          "tflops": flops / ms / 1e9, "rel_err": err})
         except Exception as exc:  # noqa: BLE001 - a config that does not run is a row too
@@ -66,9 +69,7 @@ def shape_rows(dtype: str, m: int, n: int, k: int) -> list[dict]:
     add("torch", lambda: torch.matmul(a, b))
     add("autotuned", lambda: mm.matmul(a, b))
     narrow = m <= mm.NARROW_M
-    for c in mm.configs(dtype):
-        if (c.block_m <= mm.NARROW_M) != narrow:
-            continue
+    for c in [c for c in mm.configs(dtype) if (c.block_m <= mm.NARROW_M) == narrow][:limit]:
         fills = FILLS if narrow else (launcher.SPLIT_FILL,)
         for fill in fills:
             launcher.SPLIT_FILL = fill
@@ -90,8 +91,12 @@ def host_rows(dtype: str) -> tuple[list[dict], str]:
     b = torch.randn(256, 256, device="cuda", dtype=t)
     cfg = next(c for c in mm.configs(dtype) if c.block_m > mm.NARROW_M)
     rows = []
+
+    def unplanned():      # every launch through the checks and Triton's dispatch, as before plans
+        launcher._PLANS.clear()
+        return mm.matmul(a, b)
     for name, fn in (("autotuned", lambda: mm.matmul(a, b)), ("config", lambda: mm.matmul(a, b, config=cfg)),
-                     ("torch", lambda: torch.matmul(a, b))):
+                     ("autotuned, no plan", unplanned), ("torch", lambda: torch.matmul(a, b))):
         for _ in range(50):
             fn()
         torch.cuda.synchronize()
@@ -127,7 +132,7 @@ def main(argv=None) -> int:
         host, profile = host_rows(args.dtype)
         rows += host
     for shape in picked:
-        rows += shape_rows(args.dtype, *shape)
+        rows += shape_rows(args.dtype, *shape, limit=1 if SHAPES.index(shape) >= 6 else None)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
