@@ -384,7 +384,9 @@ def _variant(arch, dtype: str, out: str, cfg: Config, *, b_col: bool, bias: bool
               **cfg.constexprs(), "EVEN_K": True, "WIDE": False, "HAS_BIAS": bias,
               "HAS_SCALES": fp8, "ACTIVATION": activation,
               "PRECISION": dot_fp32_precision(arch) if dtype == "fp32" else "ieee",
-              "FP8_ACC": fp8_accumulation(arch) if fp8 else "none"}
+              "FP8_ACC": fp8_accumulation(arch) if fp8 else "none",
+              # a bench-sized launch: its last tiles move back to fit (M skinny under split-K)
+              "M_FITS": split == 1, "N_FITS": True}
     if split > 1:   # split-K: a K tail, the partial tiles and the arrival counters
         consts.update({"SPLIT_K": split, "EVEN_K": False})
         sig.update({"ws_ptr": "*i32" if dtype == "int8" else "*fp32", "lock_ptr": "*i32"})

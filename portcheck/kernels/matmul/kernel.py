@@ -30,14 +30,15 @@ def _mma(a, b, acc, PRECISION: tl.constexpr, FP8_ACC: tl.constexpr):
 
 
 @triton.jit
-def _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, pid_m, pid_n, M, N, stride_cm, stride_cn,
-            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WIDE: tl.constexpr, HAS_BIAS: tl.constexpr,
-            HAS_SCALES: tl.constexpr, ACTIVATION: tl.constexpr):
-    """The epilogue: scales, bias, activation, and the masked store of one C tile."""
+def _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N, stride_cm,
+            stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WIDE: tl.constexpr,
+            HAS_BIAS: tl.constexpr, HAS_SCALES: tl.constexpr, ACTIVATION: tl.constexpr):
+    """The epilogue: scales, bias, activation, and the masked store of one C tile whose origin is
+    (row0, col0); it stores the rows and columns from (pid_m, pid_n)'s own origin on."""
     if HAS_SCALES:
         acc = acc * (tl.load(scale_a_ptr) * tl.load(scale_b_ptr))
-    cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    cm = row0 + tl.arange(0, BLOCK_M)
+    cn = col0 + tl.arange(0, BLOCK_N)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + cn, mask=cn < N, other=0).to(acc.dtype)[None, :]
     if ACTIVATION == "relu":
@@ -50,7 +51,9 @@ def _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, pid_m, pid_n, M, N, 
         cm = cm.to(tl.int64)
         cn = cn.to(tl.int64)
     c_ptrs = c_ptr + cm[:, None] * stride_cm + cn[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
+    own = (cm >= pid_m * BLOCK_M) & (cm < M)
+    own_n = (cn >= pid_n * BLOCK_N) & (cn < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=own[:, None] & own_n[None, :])
 
 
 @triton.jit
@@ -61,7 +64,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
                   HAS_BIAS: tl.constexpr, HAS_SCALES: tl.constexpr, ACTIVATION: tl.constexpr,
                   PRECISION: tl.constexpr, FP8_ACC: tl.constexpr,
                   VEC: tl.constexpr = 1, HINTS: tl.constexpr = 0,
-                  SPLIT_K: tl.constexpr = 1, ws_ptr=None, lock_ptr=None):
+                  SPLIT_K: tl.constexpr = 1, ws_ptr=None, lock_ptr=None,
+                  M_FITS: tl.constexpr = False, N_FITS: tl.constexpr = False):
     # Triton assumes a size or stride aligned only when it is a multiple of 16; bit i of HINTS says
     # the launcher proved the i-th of (M, N, K, strides) a multiple of VEC (16 bytes of elements),
     # and _aligned tells the compiler: 16-byte loads for N = K = 4104
@@ -91,9 +95,22 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
         per_split = tl.cdiv(k_tiles, SPLIT_K)
         k_first = split * per_split
         k_end = min(k_first + per_split, k_tiles)
-    # rows / columns past M / N wrap: the loads stay in bounds without masks, the store drops them
-    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    # The last tile along M or N is moved back to end at M or N when it fits there, so every
+    # index stays in bounds and contiguous (a wrap modulo N = 4104 left 16-byte runs along a
+    # row-major B and cost 30%, tools/sweep_matmul_shapes.py); it stores only its own rows and
+    # columns. Narrower than one tile, M or N wraps instead (the store drops the copies).
+    row0 = pid_m * BLOCK_M
+    col0 = pid_n * BLOCK_N
+    if M_FITS:
+        row0 = min(row0, M - BLOCK_M)
+        rm = row0 + tl.arange(0, BLOCK_M)
+    else:
+        rm = (row0 + tl.arange(0, BLOCK_M)) % M
+    if N_FITS:
+        col0 = min(col0, N - BLOCK_N)
+        rn = col0 + tl.arange(0, BLOCK_N)
+    else:
+        rn = (col0 + tl.arange(0, BLOCK_N)) % N
     rk = tl.arange(0, BLOCK_K)
     if WIDE:
         rm = rm.to(tl.int64)
@@ -118,8 +135,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
             acc = _mma(a, b, acc, PRECISION, FP8_ACC)
 
     if SPLIT_K == 1:
-        _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, pid_m, pid_n, M, N, stride_cm,
-                stride_cn, BLOCK_M, BLOCK_N, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
+        _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N,
+                stride_cm, stride_cn, BLOCK_M, BLOCK_N, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
     else:
         # each split leaves its partial tile in the workspace; the tile's last split to arrive
         # sums all of them in split order (bitwise the same whichever arrives last), runs the
@@ -134,5 +151,5 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
             for s in tl.static_range(1, SPLIT_K):
                 total += tl.load(slots + s * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
             tl.atomic_xchg(lock_ptr + tile, 0)
-            _finish(total, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, pid_m, pid_n, M, N, stride_cm,
-                    stride_cn, BLOCK_M, BLOCK_N, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
+            _finish(total, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N,
+                    stride_cm, stride_cn, BLOCK_M, BLOCK_N, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)

@@ -270,7 +270,9 @@ def _misaligned(t: torch.Tensor, vec: int) -> bool:
 # ---- the kernel as launched: EVEN_K from the sizes, and the autotuner over the data file ----
 
 _kernel = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
-                             "SPLIT_K": _split_of})(matmul_kernel)
+                             "SPLIT_K": _split_of,
+                             "M_FITS": lambda args: args["M"] >= args["BLOCK_M"],
+                             "N_FITS": lambda args: args["N"] >= args["BLOCK_N"]})(matmul_kernel)
 
 
 def _prune(configs_in, named_args, **kwargs):
@@ -333,10 +335,16 @@ def _meta(t):
     return t.dtype, t.device, tuple(t.shape), t.stride(), t.data_ptr() % 16 == 0
 
 
+def _hooked(hook) -> bool:
+    """Whether a Triton launch hook is set (None, or an empty HookChain since Triton 3.5: not)."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
 def _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config):
     """The metadata key of a launch, or None where a plan would not be safe or worth it: the
     interpreter, a forced arch, Triton's launch hooks set (a profiler), inputs not on a GPU."""
-    if interpreted() or forced() or triton.knobs.runtime.launch_enter_hook is not None \
+    if interpreted() or forced() or _hooked(triton.knobs.runtime.launch_enter_hook) \
+            or _hooked(triton.knobs.runtime.launch_exit_hook) \
             or not isinstance(a, torch.Tensor) or a.device.type != "cuda":
         return None
     try:
@@ -383,6 +391,7 @@ def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, m: int, n
     names = list(_DEFAULTS)
     full = {**_DEFAULTS, **dict(zip(names, args)), **consts, **chosen}
     full["EVEN_K"] = k % full["BLOCK_K"] == 0
+    full["M_FITS"], full["N_FITS"] = m >= full["BLOCK_M"], n >= full["BLOCK_N"]
     full["SPLIT_K"] = split_k(m, n, k, full["BLOCK_M"], full["BLOCK_N"], full["BLOCK_K"], _units(args[0].device))
     values = [full[name] for name in names]
     ws = locks = None
