@@ -56,12 +56,18 @@ def test_variants_cover_every_config_and_dtype(name):
     a = ARCHS[name]
     from portcheck import cases
     by_case = {c.name: c for c in cases.all_cases() if c.family == "matmul"}
-    plain = [v for v in by_case["matmul"].variants(a) if "bias" not in v.label]
+    plain = [v for v in by_case["matmul"].variants(a) if "bias" not in v.label and "split-K" not in v.label]
     assert len(plain) == sum(len(mm.arch_configs(a, d, a.shared_per_block)) for d in ("fp16", "bf16", "fp32"))
-    fp8 = by_case["matmul_fp8"].variants(a)
+    fp8 = [v for v in by_case["matmul_fp8"].variants(a) if "split-K" not in v.label]
     assert {v.label.split()[0] for v in fp8} == set(a.fp8_native)
     for v in plain + fp8:
         assert v.divisible_by_16 and set(v.divisible_by_16) <= set(v.signature)
+    # split-K once per dtype wherever a narrow (skinny M) configuration exists
+    split = [v for v in by_case["matmul"].variants(a) if "split-K" in v.label]
+    narrow = {d for d in ("fp16", "bf16", "fp32")
+              if any(c.block_m <= mm.NARROW_M for c in mm.arch_configs(a, d, a.shared_per_block))}
+    assert {v.label.split()[0] for v in split} == narrow
+    assert all(v.constexprs["SPLIT_K"] > 1 and v.signature["lock_ptr"] == "*i32" for v in split)
 
 
 def test_kpack_only_where_triton_honours_it():

@@ -81,3 +81,38 @@ def test_fp8_accumulation_model_on_the_device():
         print(f"{arch.name} {fmt8} {cfg.label}: max error {err:.4g} = {err / exact:.3g} relative; "
               f"bound {coef:.3g} relative ({text})")
         assert err <= coef * exact, (cfg.label, err, coef * exact)
+
+
+@pytest.mark.parametrize("m,n,k,dtype,bias", [(1, 4104, 4104, "bf16", False), (16, 4104, 4104, "fp16", True),
+                                             (300, 200, 96, "fp16", True), (4000, 4104, 4104, "bf16", False),
+                                             (16, 64, 1000, "int8", False)])
+def test_planned_launches_equal_the_first_launch_bit_for_bit(m, n, k, dtype, bias):
+    """The second launch of a metadata key goes straight to the compiled kernel (launcher plans):
+    new tensors of the same metadata give what the checked path gives, split-K included. (fp32
+    on sm_90a relays B K-major first, and a launch that copies an operand is not planned.)"""
+    from portcheck.kernels.matmul import launcher
+    torch.manual_seed(m + n + k)
+    t = torch.int8 if dtype == "int8" else mm.FLOAT_DTYPES[dtype]
+    out_t = torch.int32 if dtype == "int8" else t
+
+    def operands():
+        if dtype == "int8":
+            return (torch.randint(-128, 128, (m, k), device="cuda", dtype=t),
+                    torch.randint(-128, 128, (k, n), device="cuda", dtype=t))
+        return torch.randn(m, k, device="cuda").to(t), torch.randn(k, n, device="cuda").to(t)
+    bias_t = torch.randn(n, device="cuda").to(out_t) if bias else None
+    a, b = operands()
+    before = len(launcher._PLANS)
+    first = mm.matmul(a, b, bias=bias_t)
+    assert len(launcher._PLANS) == before + 1
+    a2, b2 = operands()
+    planned = mm.matmul(a2, b2, bias=bias_t)
+    launcher._PLANS.clear()
+    checked = mm.matmul(a2, b2, bias=bias_t)
+    assert torch.equal(planned, checked) and not torch.equal(planned, first)
+    assert all(not locks.any() for locks in launcher._LOCKS.values())
+    # a view one element in has other alignment: a key of its own, not the aligned plan
+    shifted = torch.empty(m * k + 1, device="cuda", dtype=t)[1:].view(m, k)
+    assert shifted.stride() == a.stride()
+    assert launcher._plan_key(shifted, b, None, bias_t, "none", None, None, None, None) != \
+        launcher._plan_key(a, b, None, bias_t, "none", None, None, None, None)

@@ -241,3 +241,63 @@ def test_relaid_operands_give_the_product(monkeypatch):
     # fp32 products summed over K = 33: each term within 2^-24 relative, K terms of |a||b|
     bound = 33 * 2.0 ** -24 * (a.double().abs() @ b.double().abs())
     assert ((c.double() - ref).abs() <= bound).all()
+
+
+def test_split_k_only_where_the_tiles_leave_units_idle_and_never_an_empty_split():
+    split_k = mm_launcher.split_k
+    # M = 1, N = K = 4104 on 132 SMs, 16x64x64 tiles: 65 tiles, K split 5 ways (13 slices each)
+    assert split_k(1, 4104, 4104, 16, 64, 64, 132) == 5
+    assert split_k(4096, 4096, 4096, 128, 128, 64, 132) == 1           # the tiles fill the device
+    assert split_k(1, 4104, 7 * 64, 16, 64, 64, 132) == 1   # 7 slices: two splits would take under 4 each
+    for k in range(1, 3000, 37):
+        s = split_k(16, 64, k, 16, 64, 32, 132)
+        slices = -(-k // 32)
+        per = -(-slices // s)
+        assert 1 <= s <= mm_launcher.SPLIT_MOST and (s - 1) * per < slices, (k, s)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int8])
+def test_split_k_is_exact_to_the_order_deterministic_and_re_arms_its_counters(dtype):
+    """Every interpreter config splits these shapes (4 units); the partial tiles are summed in
+    split order by whichever split comes last, so repeated launches agree bit for bit."""
+    for m, n, k in ((1, 40, 700), (16, 64, 257), (3, 7, 1000)):
+        if dtype == torch.int8:
+            a, b = torch.randint(-128, 128, (m, k), dtype=dtype), torch.randint(-128, 128, (k, n), dtype=dtype)
+        else:
+            a, b = torch.randn(m, k), torch.randn(k, n)
+        for cfg in mm.configs("int8" if dtype == torch.int8 else "fp32"):
+            assert mm_launcher.split_k(m, n, k, cfg.block_m, cfg.block_n, cfg.block_k,
+                                       mm_launcher.INTERPRETER_UNITS) > 1
+            first, again = mm.matmul(a, b, config=cfg), mm.matmul(a, b, config=cfg)
+            assert torch.equal(first, again)
+            if dtype == torch.int8:
+                assert torch.equal(first, int_matmul(a, b))
+            else:
+                torch.testing.assert_close(first.double(), matmul_ref(a.double(), b.double()),
+                                           rtol=k * 2.0 ** -23, atol=k * 2.0 ** -23)
+    assert all(not locks.any() for locks in mm_launcher._LOCKS.values())
+
+
+def test_misaligned_operands_are_repacked_only_for_a_compute_bound_launch(monkeypatch):
+    """K = 97 fp16 rows start 2 bytes apart: a compute-bound launch gets A [M, K] and B K-major,
+    rows padded to 16 bytes; a skinny one (M = 1) reads them where they are."""
+    seen = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append(args[:2])
+    monkeypatch.setattr(mm_launcher, "_autotuned", lambda *a: Recorder())
+    monkeypatch.setattr(mm_launcher, "_kernel", Recorder())
+    for m in (256, 1):
+        a, b = torch.randn(m, 97).half(), torch.randn(97, 201).half()
+        mm.matmul(a, b)
+        got_a, got_b = seen[-1]
+        if m == 1:
+            assert got_a is a and got_b is b
+            continue
+        assert got_a.stride(1) == 1 and got_a.stride(0) % 8 == 0 and torch.equal(got_a, a)
+        assert got_b.stride(0) == 1 and got_b.stride(1) % 8 == 0 and torch.equal(got_b, b)
+    aligned = torch.randn(256, 96).half(), torch.randn(96, 200).half()
+    mm.matmul(*aligned)
+    assert seen[-1][0] is aligned[0] and seen[-1][1] is aligned[1]

@@ -3,9 +3,14 @@ bias + activation epilogue:   C = act(scale_a * scale_b * (A @ B) + bias).
 
 One program computes a BLOCK_M x BLOCK_N tile of C, stepping through K in BLOCK_K slices with
 tl.dot into an fp32 (int32) accumulator. Programs are ordered in groups of GROUP_M tile rows, so
-that programs running together share B panels in L2. Row and column indices past M and N wrap
-around when loaded (they only feed rows and columns the masked store drops), so only the K tail
-needs masks, and none when BLOCK_K divides K.
+that programs running together share B panels in L2. The last tile along M or N moves back to
+end at M or N (storing only its own rows and columns), so loads stay in bounds and contiguous;
+narrower than one tile, indices wrap instead. Whole K slices load unmasked and the K tail once,
+masked. When the tiles leave SMs / CUs idle (skinny M), SPLIT_K programs share a tile's K and the
+last to finish sums their partial tiles in split order (deterministic). A compute-bound launch
+copies operands whose rows are not 16-byte aligned (K = 4097) into aligned K-major rows first.
+On a GPU the first launch of an arguments' metadata records a plan, and later ones launch the
+compiled kernel directly (launcher.py).
 
 What it takes (A [M, K], B [K, N], any strides):
   fp16, bf16        -> C in the same dtype;

@@ -366,12 +366,13 @@ def _baselines(args):
 
 # ---- compile variants: every configuration the arch would run, per dtype it takes -----------
 
+SPLIT_VARIANT = 4   # the split-K compile variant's SPLIT_K (any count above 1 builds the same code paths)
 _DIVISIBLE = ("a_ptr", "b_ptr", "c_ptr", "bias_ptr", "M", "N", "K", "stride_am", "stride_bk",
               "stride_bn", "stride_cm")
 
 
 def _variant(arch, dtype: str, out: str, cfg: Config, *, b_col: bool, bias: bool = False,
-             activation: str = "none") -> Variant:
+             activation: str = "none", split: int = 1) -> Variant:
     t, o = "*" + fmt(dtype).triton_name, "*" + fmt(out).triton_name
     fp8 = dtype in FP8_DTYPES
     sig = {"a_ptr": t, "b_ptr": t, "c_ptr": o, "bias_ptr": o if bias else "constexpr",
@@ -383,14 +384,19 @@ def _variant(arch, dtype: str, out: str, cfg: Config, *, b_col: bool, bias: bool
               **cfg.constexprs(), "EVEN_K": True, "WIDE": False, "HAS_BIAS": bias,
               "HAS_SCALES": fp8, "ACTIVATION": activation,
               "PRECISION": dot_fp32_precision(arch) if dtype == "fp32" else "ieee",
-              "FP8_ACC": fp8_accumulation(arch) if fp8 else "none"}
+              "FP8_ACC": fp8_accumulation(arch) if fp8 else "none",
+              # a bench-sized launch: its last tiles move back to fit (M skinny under split-K)
+              "M_FITS": split == 1, "N_FITS": True}
+    if split > 1:   # split-K: a K tail, the partial tiles and the arrival counters
+        consts.update({"SPLIT_K": split, "EVEN_K": False})
+        sig.update({"ws_ptr": "*i32" if dtype == "int8" else "*fp32", "lock_ptr": "*i32"})
     if not bias:
         consts["bias_ptr"] = None
     if not fp8:
         consts["scale_a_ptr"] = consts["scale_b_ptr"] = None
     for name in consts:
         sig.setdefault(name, "constexpr")
-    epilogue = f" bias+{activation}" if bias else ""
+    epilogue = (f" bias+{activation}" if bias else "") + (f" split-K {split}" if split > 1 else "")
     return Variant(matmul_kernel, sig, consts, cfg.num_warps, cfg.num_stages, dict(cfg.options),
                    label=f"{dtype} {cfg.label} out={out}{' B col-major' if b_col else ''}{epilogue}",
                    divisible_by_16=tuple(n for n in _DIVISIBLE if sig[n] != "constexpr"))
@@ -420,6 +426,11 @@ def _variants_for(dtypes_of, out_of, b_col):
                 found.append(_variant(arch, dtype, out_of(dtype), cfgs[0],
                                       b_col=b_col(arch, dtype, cfgs[0]), bias=True,
                                       activation=act))
+            # split-K, where skinny M runs it: once per dtype, on the first narrow configuration
+            narrow = [c for c in cfgs if c.block_m <= NARROW_M]
+            if narrow:
+                found.append(_variant(arch, dtype, out_of(dtype), narrow[0],
+                                      b_col=b_col(arch, dtype, narrow[0]), split=SPLIT_VARIANT))
         return found
     return variants
 

@@ -1,5 +1,6 @@
 """The matmul kernel: one BLOCK_M x BLOCK_N tile of C = act(scale_a * scale_b * (A @ B) + bias) per
-program (see the package docstring for the algorithm and the fp8 accumulation)."""
+program, or per SPLIT_K programs that each sum a run of K (see the package docstring for the
+algorithm, split-K and the fp8 accumulation)."""
 import triton
 import triton.language as tl
 
@@ -15,68 +16,29 @@ def _aligned(x, PROVEN: tl.constexpr, VEC: tl.constexpr):
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K,
-                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, WIDE: tl.constexpr,
-                  HAS_BIAS: tl.constexpr, HAS_SCALES: tl.constexpr, ACTIVATION: tl.constexpr,
-                  PRECISION: tl.constexpr, FP8_ACC: tl.constexpr,
-                  VEC: tl.constexpr = 1, HINTS: tl.constexpr = 0):
-    # Triton assumes a size or stride aligned only when it is a multiple of 16; bit i of HINTS says
-    # the launcher proved the i-th of (M, N, K, strides) a multiple of VEC (16 bytes of elements),
-    # and _aligned tells the compiler: 16-byte loads for N = K = 4104
-    M, N, K = _aligned(M, HINTS & 1, VEC), _aligned(N, HINTS & 2, VEC), _aligned(K, HINTS & 4, VEC)
-    stride_am, stride_ak = _aligned(stride_am, HINTS & 8, VEC), _aligned(stride_ak, HINTS & 16, VEC)
-    stride_bk, stride_bn = _aligned(stride_bk, HINTS & 32, VEC), _aligned(stride_bn, HINTS & 64, VEC)
-    stride_cm, stride_cn = _aligned(stride_cm, HINTS & 128, VEC), _aligned(stride_cn, HINTS & 256, VEC)
-    # grouped ordering: GROUP_M tile rows advance together along N, so their B panels stay in L2
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * num_pid_n
-    first_m = (pid // per_group) * GROUP_M
-    rows_in_group = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % rows_in_group
-    pid_n = (pid % per_group) // rows_in_group
-
-    # rows / columns past M / N wrap: the loads stay in bounds without masks, the store drops them
-    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    rk = tl.arange(0, BLOCK_K)
-    if WIDE:
-        rm = rm.to(tl.int64)
-        rn = rn.to(tl.int64)
-    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
-    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
-
-    if a_ptr.dtype.element_ty == tl.int8:
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+def _mma(a, b, acc, PRECISION: tl.constexpr, FP8_ACC: tl.constexpr):
+    """acc + a @ b, accumulated as the dtype needs (see the package docstring for fp8)."""
+    if a.dtype == tl.int8:
+        return tl.dot(a, b, acc, out_dtype=tl.int32)
+    elif FP8_ACC == "partial":
+        return tl.dot(a, b, acc, max_num_imprecise_acc=a.shape[1])
+    elif FP8_ACC == "split":
+        # a non-zero max_num_imprecise_acc keeps Triton from folding the add into the MMA
+        return acc + tl.dot(a, b, max_num_imprecise_acc=a.shape[1])
     else:
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
-        else:
-            k_left = K - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
-        if a_ptr.dtype.element_ty == tl.int8:
-            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
-        elif FP8_ACC == "partial":
-            acc = tl.dot(a, b, acc, max_num_imprecise_acc=BLOCK_K)
-        elif FP8_ACC == "split":
-            # a non-zero max_num_imprecise_acc keeps Triton from folding the add into the MMA
-            acc += tl.dot(a, b, max_num_imprecise_acc=BLOCK_K)
-        else:
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+        return tl.dot(a, b, acc, input_precision=PRECISION)
 
+
+@triton.jit
+def _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N, stride_cm,
+            stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WIDE: tl.constexpr,
+            HAS_BIAS: tl.constexpr, HAS_SCALES: tl.constexpr, ACTIVATION: tl.constexpr):
+    """The epilogue: scales, bias, activation, and the masked store of one C tile whose origin is
+    (row0, col0); it stores the rows and columns from (pid_m, pid_n)'s own origin on."""
     if HAS_SCALES:
         acc = acc * (tl.load(scale_a_ptr) * tl.load(scale_b_ptr))
-    cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    cm = row0 + tl.arange(0, BLOCK_M)
+    cn = col0 + tl.arange(0, BLOCK_N)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + cn, mask=cn < N, other=0).to(acc.dtype)[None, :]
     if ACTIVATION == "relu":
@@ -89,5 +51,105 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
         cm = cm.to(tl.int64)
         cn = cn.to(tl.int64)
     c_ptrs = c_ptr + cm[:, None] * stride_cm + cn[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
+    own = (cm >= pid_m * BLOCK_M) & (cm < M)
+    own_n = (cn >= pid_n * BLOCK_N) & (cn < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=own[:, None] & own_n[None, :])
 
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, WIDE: tl.constexpr,
+                  HAS_BIAS: tl.constexpr, HAS_SCALES: tl.constexpr, ACTIVATION: tl.constexpr,
+                  PRECISION: tl.constexpr, FP8_ACC: tl.constexpr,
+                  VEC: tl.constexpr = 1, HINTS: tl.constexpr = 0,
+                  SPLIT_K: tl.constexpr = 1, ws_ptr=None, lock_ptr=None,
+                  M_FITS: tl.constexpr = False, N_FITS: tl.constexpr = False):
+    # Triton assumes a size or stride aligned only when it is a multiple of 16; bit i of HINTS says
+    # the launcher proved the i-th of (M, N, K, strides) a multiple of VEC (16 bytes of elements),
+    # and _aligned tells the compiler: 16-byte loads for N = K = 4104
+    M, N, K = _aligned(M, HINTS & 1, VEC), _aligned(N, HINTS & 2, VEC), _aligned(K, HINTS & 4, VEC)
+    stride_am, stride_ak = _aligned(stride_am, HINTS & 8, VEC), _aligned(stride_ak, HINTS & 16, VEC)
+    stride_bk, stride_bn = _aligned(stride_bk, HINTS & 32, VEC), _aligned(stride_bn, HINTS & 64, VEC)
+    stride_cm, stride_cn = _aligned(stride_cm, HINTS & 128, VEC), _aligned(stride_cn, HINTS & 256, VEC)
+    # split-K: SPLIT_K neighbouring programs share a tile, each summing one run of K slices
+    tile = tl.program_id(0)
+    if SPLIT_K > 1:
+        split = tile % SPLIT_K
+        tile = tile // SPLIT_K
+    # grouped ordering: GROUP_M tile rows advance together along N, so their B panels stay in L2
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * num_pid_n
+    first_m = (tile // per_group) * GROUP_M
+    rows_in_group = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % rows_in_group
+    pid_n = (tile % per_group) // rows_in_group
+
+    # the K slices this program sums: all of them, or its run of them under split-K
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    k_first = 0
+    k_end = k_tiles
+    if SPLIT_K > 1:
+        per_split = tl.cdiv(k_tiles, SPLIT_K)
+        k_first = split * per_split
+        k_end = min(k_first + per_split, k_tiles)
+    # The last tile along M or N is moved back to end at M or N when it fits there, so every
+    # index stays in bounds and contiguous (a wrap modulo N = 4104 left 16-byte runs along a
+    # row-major B and cost 30%, tools/sweep_matmul_shapes.py); it stores only its own rows and
+    # columns. Narrower than one tile, M or N wraps instead (the store drops the copies).
+    row0 = pid_m * BLOCK_M
+    col0 = pid_n * BLOCK_N
+    if M_FITS:
+        row0 = min(row0, M - BLOCK_M)
+        rm = row0 + tl.arange(0, BLOCK_M)
+    else:
+        rm = (row0 + tl.arange(0, BLOCK_M)) % M
+    if N_FITS:
+        col0 = min(col0, N - BLOCK_N)
+        rn = col0 + tl.arange(0, BLOCK_N)
+    else:
+        rn = (col0 + tl.arange(0, BLOCK_N)) % N
+    rk = tl.arange(0, BLOCK_K)
+    if WIDE:
+        rm = rm.to(tl.int64)
+        rn = rn.to(tl.int64)
+    a_ptrs = a_ptr + rm[:, None] * stride_am + (k_first * BLOCK_K + rk)[None, :] * stride_ak
+    b_ptrs = b_ptr + (k_first * BLOCK_K + rk)[:, None] * stride_bk + rn[None, :] * stride_bn
+
+    if a_ptr.dtype.element_ty == tl.int8:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # whole slices unmasked, so their loads vectorize and pipeline; the K tail once, masked
+    for _ in range(k_first, min(k_end, K // BLOCK_K)):
+        acc = _mma(tl.load(a_ptrs), tl.load(b_ptrs), acc, PRECISION, FP8_ACC)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    if not EVEN_K:
+        if (k_end == k_tiles) & (k_first < k_end):   # the run that ends K, unless it is empty
+            k_left = K - (k_tiles - 1) * BLOCK_K
+            a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
+            acc = _mma(a, b, acc, PRECISION, FP8_ACC)
+
+    if SPLIT_K == 1:
+        _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N,
+                stride_cm, stride_cn, BLOCK_M, BLOCK_N, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
+    else:
+        # each split leaves its partial tile in the workspace; the tile's last split to arrive
+        # sums all of them in split order (bitwise the same whichever arrives last), runs the
+        # epilogue and re-arms the tile's counter for the next launch
+        offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        slots = ws_ptr + tile * (SPLIT_K * BLOCK_M * BLOCK_N)
+        tl.store(slots + split * (BLOCK_M * BLOCK_N) + offs, acc)
+        tl.debug_barrier()   # every thread's partial is written before the release below
+        arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
+        if arrived == SPLIT_K - 1:
+            total = tl.load(slots + offs, cache_modifier=".cg")
+            for s in tl.static_range(1, SPLIT_K):
+                total += tl.load(slots + s * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
+            tl.atomic_xchg(lock_ptr + tile, 0)
+            _finish(total, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N,
+                    stride_cm, stride_cn, BLOCK_M, BLOCK_N, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)

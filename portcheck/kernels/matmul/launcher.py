@@ -3,6 +3,7 @@ that refuse bad input before launch, and the launch itself (one configuration, o
 from __future__ import annotations
 
 import fnmatch
+import inspect
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -12,7 +13,8 @@ import triton
 
 from ...dtypes import fmt
 from ...facts.archs import Arch
-from ...facts.device import current_arch, dot_fp32_precision, drawn_config, forced, fp8_accumulation, interpreted
+from ...facts.device import (compute_units, current_arch, dot_fp32_precision, drawn_config, forced,
+                             fp8_accumulation, interpreted)
 from ...oracles.matmul import ACTIVATIONS
 from .._configs import config_file
 from .._pruned import prune_configs_by
@@ -29,6 +31,18 @@ INDEX_LIMIT = 2**31        # offsets at or past this need 64-bit index arithmeti
 NARROW_M = 32              # up to this M the autotuner keeps the narrow tiles (BLOCK_M <= 32),
                            # which Triton builds with mma.sync even on sm_90a / sm_100a
 MBARRIER_BYTES = 64        # room for the pipeline's mbarriers next to the tiles (sm_100: 16 seen)
+# split-K: when a launch's C tiles leave SMs / CUs idle (skinny M), each tile's K is shared by up
+# to SPLIT_MOST programs, so that about SPLIT_FILL programs per SM / CU run, each summing at least
+# SPLIT_MIN_SLICES slices of BLOCK_K
+SPLIT_MOST = 16
+SPLIT_FILL = 2
+SPLIT_MIN_SLICES = 4
+INTERPRETER_UNITS = 4      # SMs the interpreter counts as: few, so small inputs split K too
+# A compute-bound launch whose operand rows are not 16-byte aligned (K = 4097) loads them an
+# element at a time; copying them into aligned rows first costs 2 (MK + KN) bytes against 2 MNK
+# flops. It pays once M N / (M + N) passes REPACK_FROM (the H200's flop : byte ratio, 989 TFLOP/s
+# over 4.8 TB/s, is about 200; a 10x slower element-wise loop makes a tenth of it enough).
+REPACK_FROM = 32
 
 
 # ---- what each arch does: read from the arch table (portcheck/facts/archs.py) -------------------
@@ -166,9 +180,99 @@ def configs(dtype: str) -> list[Config]:
     return found
 
 
+# ---- split-K ---------------------------------------------------------------------------------
+
+def split_k(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, units: int) -> int:
+    """Programs per C tile: 1 while the tiles alone give every SM / CU a program; else enough
+    that about SPLIT_FILL programs per unit run, each summing at least SPLIT_MIN_SLICES K slices,
+    and none of them empty."""
+    tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
+    if tiles >= units:
+        return 1
+    k_tiles = triton.cdiv(k, block_k)
+    want = min(triton.cdiv(SPLIT_FILL * units, tiles), k_tiles // SPLIT_MIN_SLICES, SPLIT_MOST)
+    if want <= 1:
+        return 1
+    return triton.cdiv(k_tiles, triton.cdiv(k_tiles, want))
+
+
+def _units(device) -> int:
+    return INTERPRETER_UNITS if interpreted() or device.type != "cuda" else compute_units(device)
+
+
+def _split_of(args) -> int:
+    """SPLIT_K for a launch (a triton.heuristics value: the configuration's blocks are in args)."""
+    return split_k(args["M"], args["N"], args["K"], args["BLOCK_M"], args["BLOCK_N"], args["BLOCK_K"],
+                   _units(args["c_ptr"].device))
+
+
+@lru_cache(maxsize=4096)
+def _workspace(arch: Arch, dtype: str, blocks: tuple[int, int, int] | None, m: int, n: int, k: int,
+               units: int) -> tuple[int, int]:
+    """(partial-tile elements, tiles) of the largest split the launch may make: with a
+    configuration's (BLOCK_M, BLOCK_N, BLOCK_K), its own; autotuned (None), that of any
+    configuration the pruning keeps for this M. Asked once per shape."""
+    if blocks is None:
+        cfgs = configs(dtype)
+        cfgs = [c for c in cfgs if (c.block_m <= NARROW_M) == (m <= NARROW_M)] or cfgs
+        candidates = [(c.block_m, c.block_n, c.block_k) for c in cfgs]
+    else:
+        candidates = [blocks]
+    most = (0, 0)
+    for bm, bn, bk in candidates:
+        splits = split_k(m, n, k, bm, bn, bk, units)
+        if splits > 1:
+            tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+            most = max(most[0], tiles * splits * bm * bn), max(most[1], tiles)
+    return most
+
+
+_LOCKS: dict = {}
+
+
+def _stream(device) -> int:
+    """The raw current stream of a CUDA / HIP device, as Triton's launches read it."""
+    return triton.runtime.driver.active.get_current_stream(device.index)
+
+
+def _locks(device, tiles: int) -> torch.Tensor:
+    """Per-tile arrival counters, zero between launches (the last split of a tile re-arms its
+    own), one set per device and stream so that concurrent launches never share one."""
+    key = (device, _stream(device) if device.type == "cuda" else 0)
+    locks = _LOCKS.get(key)
+    if locks is None or locks.numel() < tiles:
+        locks = _LOCKS[key] = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
+    return locks
+
+
+def _repacked(t: torch.Tensor, vec: int, k_major_b: bool) -> torch.Tensor:
+    """t with K contiguous and rows 16-byte aligned (a copy; A stays [M, K], B comes back as the
+    [K, N] view of an [N, K] buffer): its loads vectorize and the wrapped rows of a tile stay
+    along the strided side."""
+    rows, cols = (t.shape[1], t.shape[0]) if k_major_b else tuple(t.shape)
+    padded = torch.empty((rows, triton.cdiv(cols, vec) * vec), dtype=t.dtype, device=t.device)[:, :cols]
+    padded.copy_(t.t() if k_major_b else t)
+    return padded.t() if k_major_b else padded
+
+
+def _misaligned(t: torch.Tensor, vec: int) -> bool:
+    """Whether t cannot be loaded 16 bytes at a time along its unit stride: no unit stride, a
+    start or a row stride that is not a multiple of 16 bytes."""
+    if t.data_ptr() % 16:
+        return True
+    if t.stride(1) == 1:
+        return t.shape[0] > 1 and t.stride(0) % vec != 0
+    if t.stride(0) == 1:
+        return t.shape[1] > 1 and t.stride(1) % vec != 0
+    return True
+
+
 # ---- the kernel as launched: EVEN_K from the sizes, and the autotuner over the data file ----
 
-_kernel = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})(matmul_kernel)
+_kernel = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
+                             "SPLIT_K": _split_of,
+                             "M_FITS": lambda args: args["M"] >= args["BLOCK_M"],
+                             "N_FITS": lambda args: args["N"] >= args["BLOCK_N"]})(matmul_kernel)
 
 
 def _prune(configs_in, named_args, **kwargs):
@@ -208,6 +312,97 @@ def _autotuned(arch: Arch, cls: str, pruned: bool = True):
              else {"early_config_prune": _prune})
     return triton.autotune(configs=tuned, key=["M", "N", "K", "stride_ak", "stride_bn"],
                            prune_configs_by=prune)(_kernel)
+
+
+# ---- launch plans: checked and planned once per shape, then launched straight ---------------
+# A launch through the autotuner and Triton's JIT dispatch spends about 110 us on the H200's host
+# (tools/sweep_matmul_shapes.py --host) for a kernel that may take 10 us. Everything that decides
+# how a launch is made (checks, constexprs, Triton's specialisation of each argument: dtypes,
+# sizes, strides, 16-byte alignment) follows from the arguments' metadata, so the first launch
+# of a metadata key records the compiled kernel and its argument list, and later launches with
+# that key go straight to the compiled kernel's launcher with the new tensors.
+
+PLAN_LIMIT = 4096                    # keys kept (a long-running server's distinct shapes)
+_PLANS: dict = {}
+_TENSOR_ARGS = ("a_ptr", "b_ptr", "c_ptr", "bias_ptr", "scale_a_ptr", "scale_b_ptr")
+
+
+def _meta(t):
+    if t is None:
+        return None
+    if not isinstance(t, torch.Tensor):
+        raise TypeError
+    return t.dtype, t.device, tuple(t.shape), t.stride(), t.data_ptr() % 16 == 0
+
+
+def _hooked(hook) -> bool:
+    """Whether a Triton launch hook is set (None, or an empty HookChain since Triton 3.5: not)."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
+def _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config):
+    """The metadata key of a launch, or None where a plan would not be safe or worth it: the
+    interpreter, a forced arch, Triton's launch hooks set (a profiler), inputs not on a GPU."""
+    if interpreted() or forced() or _hooked(triton.knobs.runtime.launch_enter_hook) \
+            or _hooked(triton.knobs.runtime.launch_exit_hook) \
+            or not isinstance(a, torch.Tensor) or a.device.type != "cuda":
+        return None
+    try:
+        metas = tuple(_meta(t) for t in (a, b, out, bias, scale_a, scale_b))
+    except TypeError:     # not a tensor: the checks below say so
+        return None
+    return metas, activation, out_dtype, config.label if isinstance(config, Config) else config
+
+
+@dataclass
+class _Plan:
+    run: object              # the compiled kernel's launcher
+    function: object
+    metadata: object
+    grid: tuple
+    values: list             # every kernel argument in declaration order (tensors replaced per call)
+    out_shape: tuple
+    out_dtype: torch.dtype
+    ws: tuple | None         # (position, elements, dtype) of a fresh workspace per call
+    locks: tuple | None      # (position, tiles) of the per-stream arrival counters
+
+    def launch(self, a, b, out, bias, scale_a, scale_b):
+        if out is None:
+            out = torch.empty(self.out_shape, dtype=self.out_dtype, device=a.device)
+        values = self.values.copy()
+        values[:6] = a, b, out, bias, scale_a, scale_b
+        if self.ws is not None:
+            at, elements, dtype = self.ws
+            values[at] = torch.empty(elements, dtype=dtype, device=a.device)
+        if self.locks is not None:
+            values[self.locks[0]] = _locks(a.device, self.locks[1])
+        self.run(*self.grid, _stream(a.device), self.function, self.metadata, None, None, None, *values)
+        return out
+
+
+_DEFAULTS = {name: p.default for name, p in inspect.signature(matmul_kernel.fn).parameters.items()}
+
+
+def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, m: int, n: int, k: int,
+                 tiles: int) -> None:
+    """Keeps what the first launch of `key` did, once its kernel is compiled."""
+    if key is None or chosen is None or len(_PLANS) >= PLAN_LIMIT or not hasattr(kernel, "packed_metadata"):
+        return
+    names = list(_DEFAULTS)
+    full = {**_DEFAULTS, **dict(zip(names, args)), **consts, **chosen}
+    full["EVEN_K"] = k % full["BLOCK_K"] == 0
+    full["M_FITS"], full["N_FITS"] = m >= full["BLOCK_M"], n >= full["BLOCK_N"]
+    full["SPLIT_K"] = split_k(m, n, k, full["BLOCK_M"], full["BLOCK_N"], full["BLOCK_K"], _units(args[0].device))
+    values = [full[name] for name in names]
+    ws = locks = None
+    if full["SPLIT_K"] > 1:
+        w = full["ws_ptr"]
+        ws = (names.index("ws_ptr"), w.numel(), w.dtype)
+        locks = (names.index("lock_ptr"), tiles)
+    grid = (triton.cdiv(m, full["BLOCK_M"]) * triton.cdiv(n, full["BLOCK_N"]) * full["SPLIT_K"], 1, 1)
+    run = kernel.run    # (a property: loads the kernel's handles first)
+    _PLANS[key] = _Plan(run, kernel.function, kernel.packed_metadata, grid, values, tuple(args[2].shape),
+                        args[2].dtype, ws, locks)
 
 
 # ---- the launcher --------------------------------------------------------------------------
@@ -250,6 +445,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     [N] in the output dtype. `config` picks one launch configuration (see `configs`); without
     it the autotuner chooses. Bad input raises ValueError before anything launches.
     """
+    key = _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is not None:
+        return plan.launch(a, b, out, bias, scale_a, scale_b)
     for t, what in ((a, "a"), (b, "b")):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{what} must be a torch.Tensor, got {type(t).__name__}")
@@ -308,12 +507,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
             raise ValueError(f"config {config.label} carries AMD options, which {arch.name} does not take")
     if m == 0 or n == 0:
         return out
+    vec = max(1, 16 // a.element_size())
+    given = a, b
     if k_major_only(arch, dtype) and _wide_tiles(m, config):
         # one pass over an operand that is not K-major costs less than filling shared memory
         # with 4-byte copies on every tile that reads it (at M <= NARROW_M the extra pass would
         # double the traffic of a kernel that reads B once, through mma.sync)
         a = a if a.stride(1) == 1 else a.contiguous()
         b = b if b.stride(0) == 1 else b.t().contiguous().t()
+    elif vec > 1 and m * n >= REPACK_FROM * (m + n):
+        a = _repacked(a, vec, k_major_b=False) if _misaligned(a, vec) else a
+        b = _repacked(b, vec, k_major_b=True) if _misaligned(b, vec) else b
     spans = [t.numel() and sum((s - 1) * abs(st_) for s, st_ in zip(t.shape, t.stride())) + 1
              for t in (a, b, out)]
     consts = {"WIDE": max(spans) >= INDEX_LIMIT, "HAS_BIAS": bias is not None,
@@ -323,11 +527,24 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     args = (a, b, out, bias, scale_a, scale_b, m, n, k, a.stride(0), a.stride(1), b.stride(0),
             b.stride(1), out.stride(0), out.stride(1))
     consts.update(alignment_hints(args[6:], a.element_size()))
+    blocks = (config.block_m, config.block_n, config.block_k) if config is not None else None
+    elements, tiles = _workspace(arch, dtype, blocks, m, n, k, _units(a.device))
+    if elements:   # some configuration splits K: partial tiles and arrival counters
+        acc_dtype = torch.int32 if dtype == "int8" else torch.float32
+        consts["ws_ptr"] = torch.empty(elements, dtype=acc_dtype, device=a.device)
+        consts["lock_ptr"] = _locks(a.device, tiles)
     if config is None:
-        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
-        _autotuned(arch, dtype_class(dtype))[grid](*args, **consts)
+        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])  # noqa: E731
+                             * meta["SPLIT_K"],)
+        tuner = _autotuned(arch, dtype_class(dtype))
+        kernel = tuner[grid](*args, **consts)
+        chosen = getattr(getattr(tuner, "best_config", None), "kwargs", None)
     else:
-        grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
-        _kernel[grid](*args, **consts, **config.constexprs(), num_warps=config.num_warps,
-                      num_stages=config.num_stages, **config.options)
+        grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
+                * split_k(m, n, k, config.block_m, config.block_n, config.block_k, _units(a.device)),)
+        kernel = _kernel[grid](*args, **consts, **config.constexprs(), num_warps=config.num_warps,
+                               num_stages=config.num_stages, **config.options)
+        chosen = config.constexprs()
+    if a is given[0] and b is given[1]:   # a launch that copies an operand first keeps its checks
+        _record_plan(key, kernel, args, consts, chosen, m, n, k, tiles)
     return out
