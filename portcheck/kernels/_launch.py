@@ -2,6 +2,7 @@
 logic, and no device facts: those are portcheck.facts.device)."""
 from __future__ import annotations
 
+import torch
 import triton
 
 from ..facts.device import compute_units, interpreted
@@ -63,3 +64,22 @@ def persistent_programs(n_rows: int, device, per_unit: int, programs: int | None
         else:
             programs = per_unit * compute_units(device)
     return max(1, min(n_rows, programs))
+
+
+def current_stream(device) -> int:
+    """The raw current stream of a CUDA / HIP device, as Triton's launches read it (0 elsewhere)."""
+    return triton.runtime.driver.active.get_current_stream(device.index) if device.type == "cuda" else 0
+
+
+_COUNTERS: dict = {}
+
+
+def arrival_counters(device, n: int) -> torch.Tensor:
+    """At least n int32 counters that a kernel's programs count their arrivals on, zero between
+    launches (the kernel re-arms each one it used), one set per device and stream so that
+    concurrent launches never share one."""
+    key = (device, current_stream(device))
+    counters = _COUNTERS.get(key)
+    if counters is None or counters.numel() < n:
+        counters = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    return counters

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from portcheck.facts.archs import ARCHS
+from portcheck.kernels import _launch
 from portcheck.kernels import matmul as mm
 from portcheck.kernels.matmul import case as mm_case
 from portcheck.kernels.matmul import launcher as mm_launcher
@@ -276,7 +277,7 @@ def test_split_k_is_exact_to_the_order_deterministic_and_re_arms_its_counters(dt
             else:
                 torch.testing.assert_close(first.double(), matmul_ref(a.double(), b.double()),
                                            rtol=k * 2.0 ** -23, atol=k * 2.0 ** -23)
-    assert all(not locks.any() for locks in mm_launcher._LOCKS.values())
+    assert all(not locks.any() for locks in _launch._COUNTERS.values())
 
 
 def test_misaligned_operands_are_repacked_only_for_a_compute_bound_launch(monkeypatch):

@@ -18,7 +18,7 @@ from ...facts.device import (compute_units, current_arch, dot_fp32_precision, dr
 from ...oracles.matmul import ACTIVATIONS
 from .._configs import config_file
 from .._pruned import prune_configs_by
-from .._launch import check_vector
+from .._launch import arrival_counters, check_vector, current_stream
 from .kernel import matmul_kernel
 
 CONFIG_FILE = config_file("matmul")
@@ -227,24 +227,6 @@ def _workspace(arch: Arch, dtype: str, blocks: tuple[int, int, int] | None, m: i
     return most
 
 
-_LOCKS: dict = {}
-
-
-def _stream(device) -> int:
-    """The raw current stream of a CUDA / HIP device, as Triton's launches read it."""
-    return triton.runtime.driver.active.get_current_stream(device.index)
-
-
-def _locks(device, tiles: int) -> torch.Tensor:
-    """Per-tile arrival counters, zero between launches (the last split of a tile re-arms its
-    own), one set per device and stream so that concurrent launches never share one."""
-    key = (device, _stream(device) if device.type == "cuda" else 0)
-    locks = _LOCKS.get(key)
-    if locks is None or locks.numel() < tiles:
-        locks = _LOCKS[key] = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
-    return locks
-
-
 def _repacked(t: torch.Tensor, vec: int, k_major_b: bool) -> torch.Tensor:
     """t with K contiguous and rows 16-byte aligned (a copy; A stays [M, K], B comes back as the
     [K, N] view of an [N, K] buffer): its loads vectorize and the wrapped rows of a tile stay
@@ -375,8 +357,8 @@ class _Plan:
             at, elements, dtype = self.ws
             values[at] = torch.empty(elements, dtype=dtype, device=a.device)
         if self.locks is not None:
-            values[self.locks[0]] = _locks(a.device, self.locks[1])
-        self.run(*self.grid, _stream(a.device), self.function, self.metadata, None, None, None, *values)
+            values[self.locks[0]] = arrival_counters(a.device, self.locks[1])
+        self.run(*self.grid, current_stream(a.device), self.function, self.metadata, None, None, None, *values)
         return out
 
 
@@ -532,7 +514,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     if elements:   # some configuration splits K: partial tiles and arrival counters
         acc_dtype = torch.int32 if dtype == "int8" else torch.float32
         consts["ws_ptr"] = torch.empty(elements, dtype=acc_dtype, device=a.device)
-        consts["lock_ptr"] = _locks(a.device, tiles)
+        consts["lock_ptr"] = arrival_counters(a.device, tiles)
     if config is None:
         grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])  # noqa: E731
                              * meta["SPLIT_K"],)
