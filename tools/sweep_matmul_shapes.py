@@ -1,6 +1,7 @@
 """GPU sweep of matmul on the shapes where it lagged torch (a developer's tool, not a test).
 
-    python3 tools/sweep_matmul_shapes.py [--dtype bf16] [--json PATH] [--host]
+    python3 tools/sweep_matmul_shapes.py [--dtype bf16] [--json PATH] [--host] [--shapes 0,1]
+                                         [--extra-narrow]
 
 Per shape (skinny M = 1 and 16, N = K = 4104, M = 4000 with N = K = 4104 and 4097, squares):
 torch.matmul, the autotuned launcher and each configuration of the shape's class (narrow tiles
@@ -32,6 +33,9 @@ SHAPES = [(1, 4104, 4104), (16, 4104, 4104), (4000, 4104, 4104), (4000, 4097, 40
           # which of M, N, K makes 4000 x 4104 x 4104 slower than 4096^3
           (4096, 4096, 4104), (4096, 4104, 4096), (4000, 4096, 4096), (4096, 4104, 4104)]
 FILLS = (1, 2, 4)
+# --extra-narrow: candidate narrow configurations beyond the table's, for skinny M
+EXTRA_NARROW = [launcher.Config(16, bn, bk, 1, 4, st) for bn in (64, 128) for bk in (128, 256)
+                for st in (4, 6)]
 
 
 def _time(fn, graph: bool) -> float:
@@ -48,7 +52,8 @@ def _err(c, ref) -> float:
     return float((c.float() - ref.float()).abs().max() / ref.float().abs().max())
 
 
-def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None) -> list[dict]:
+def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None,
+               extra: list | None = None) -> list[dict]:
     t = mm.FLOAT_DTYPES[dtype]
     a = torch.randn(m, k, device="cuda", dtype=t)
     b = torch.randn(k, n, device="cuda", dtype=t)
@@ -69,7 +74,8 @@ def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None) -> 
     add("torch", lambda: torch.matmul(a, b))
     add("autotuned", lambda: mm.matmul(a, b))
     narrow = m <= mm.NARROW_M
-    for c in [c for c in mm.configs(dtype) if (c.block_m <= mm.NARROW_M) == narrow][:limit]:
+    for c in [c for c in mm.configs(dtype) if (c.block_m <= mm.NARROW_M) == narrow][:limit] + \
+            (extra or [] if narrow else []):
         fills = FILLS if narrow else (launcher.SPLIT_FILL,)
         for fill in fills:
             launcher.SPLIT_FILL = fill
@@ -125,6 +131,7 @@ def main(argv=None) -> int:
     p.add_argument("--json")
     p.add_argument("--host", action="store_true")
     p.add_argument("--shapes", default="all", help="comma-separated indices into SHAPES, or all")
+    p.add_argument("--extra-narrow", action="store_true", help="also time EXTRA_NARROW on skinny shapes")
     args = p.parse_args(argv)
     picked = SHAPES if args.shapes == "all" else [SHAPES[int(i)] for i in args.shapes.split(",")]
     rows, profile = [], ""
@@ -132,7 +139,8 @@ def main(argv=None) -> int:
         host, profile = host_rows(args.dtype)
         rows += host
     for shape in picked:
-        rows += shape_rows(args.dtype, *shape, limit=1 if SHAPES.index(shape) >= 6 else None)
+        rows += shape_rows(args.dtype, *shape, limit=1 if SHAPES.index(shape) >= 6 else None,
+                           extra=EXTRA_NARROW if args.extra_narrow else None)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
