@@ -34,8 +34,9 @@ SHAPES = [(1, 4104, 4104), (16, 4104, 4104), (4000, 4104, 4104), (4000, 4097, 40
           (4096, 4096, 4104), (4096, 4104, 4096), (4000, 4096, 4096), (4096, 4104, 4104)]
 FILLS = (1, 2, 4)
 # --extra-narrow: candidate narrow configurations beyond the table's, for skinny M
-EXTRA_NARROW = [launcher.Config(16, bn, bk, 1, 4, st) for bn in (64, 128) for bk in (128, 256)
-                for st in (4, 6)]
+EXTRA_NARROW = [launcher.Config(bm, bn, bk, 1, w, st) for bm, bn, bk, w, st in
+                ((16, 128, 128, 4, 4), (16, 128, 128, 8, 4), (16, 256, 128, 8, 3), (16, 128, 64, 4, 6),
+                 (32, 128, 128, 4, 4))]
 
 
 def _time(fn, graph: bool) -> float:

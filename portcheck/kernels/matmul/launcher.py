@@ -10,6 +10,7 @@ from functools import lru_cache
 
 import torch
 import triton
+import triton.testing
 
 from ...dtypes import fmt
 from ...facts.archs import Arch
@@ -293,7 +294,16 @@ def _autotuned(arch: Arch, cls: str, pruned: bool = True):
     prune = (prune_configs_by("matmul", dtype_of=_dtype_of, then=_prune) if pruned
              else {"early_config_prune": _prune})
     return triton.autotune(configs=tuned, key=["M", "N", "K", "stride_ak", "stride_bn"],
-                           prune_configs_by=prune)(_kernel)
+                           prune_configs_by=prune, do_bench=_time_candidate)(_kernel)
+
+
+def _time_candidate(kernel_call, quantiles):
+    """The autotuner's timing of one configuration. Triton's default puts events around launches
+    made back to back from Python: a launch shorter than its host time (skinny M: 11 us on the
+    H200) is then timed as host time, and the pick is noise (17.2 us chosen where 12.0 us was on
+    offer, tools/sweep_matmul_shapes.py 2026-12-02). Replaying the launches from a CUDA graph
+    takes the host out of the timing."""
+    return triton.testing.do_bench_cudagraph(kernel_call, rep=20, quantiles=quantiles)
 
 
 # ---- launch plans: checked and planned once per shape, then launched straight ---------------
