@@ -34,6 +34,7 @@ from ..oracles.attention import default_scale, gather_context, paged_decode_atte
 from ..tolerance import Tolerance, fmt
 from ..facts.archs import Arch
 from ..facts.device import compute_units, current_arch, interpreted
+from . import _plans
 from ._configs import amd_options, family_table, load
 from .attention import HEAD_DIMS, LOG2E, check_heads, check_tensor, convex_combination_bound
 
@@ -182,6 +183,45 @@ def check_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_seq
     return int(longest)
 
 
+def split_workspace(num_seqs: int, heads_q: int, num_splits: int, head_dim: int) -> tuple[int, int, int]:
+    """(float32 elements, offset of the running maxima, offset of the running sums) of a split
+    launch's one workspace: the partial outputs, then the maxima, then the sums, each part
+    starting 16 bytes aligned (Triton specializes the pointers on it). One allocation, not
+    three: a planned launch's host time is counted in microseconds."""
+    parts = num_seqs * heads_q * num_splits
+    at_max = triton.cdiv(parts * head_dim, 4) * 4
+    at_sum = at_max + triton.cdiv(parts, 4) * 4
+    return at_sum + parts, at_max, at_sum
+
+
+@dataclass
+class _DecodePlan:
+    """The planned launches of one key (_plans.py): the main kernel, then with several splits
+    the reduction, over a fresh workspace (split_workspace) per launch."""
+    main: _plans.Plan         # leading: the 6 tensors, with splits also the 3 workspace parts
+    reduce: _plans.Plan | None   # leading: the 3 workspace parts and out
+    workspace: tuple | None   # split_workspace(...)
+
+    def launch(self, stream: int, query, key_cache, value_cache, block_tables, context_lens, out):
+        if out is None:
+            out = torch.empty_like(query)
+        if self.reduce is None:
+            self.main.launch(stream, query, key_cache, value_cache, block_tables, context_lens, out)
+            return out
+        elements, at_max, at_sum = self.workspace
+        # held until both are queued, then freed as the checked path's is: the caching allocator
+        # hands it out again only to work queued after them on this stream
+        ws = torch.empty(elements, dtype=torch.float32, device=query.device)
+        at = ws.data_ptr()
+        parts = at, at + 4 * at_max, at + 4 * at_sum     # addresses: Triton's launcher takes ints
+        self.main.launch(stream, query, key_cache, value_cache, block_tables, context_lens, out, *parts)
+        self.reduce.launch(stream, *parts, out)
+        return out
+
+
+_PLANS = _plans.Plans()
+
+
 def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
                            block_tables: torch.Tensor, context_lens: torch.Tensor, *,
                            scale: float | None = None, out: torch.Tensor | None = None,
@@ -194,7 +234,18 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     validate: read block_tables and context_lens back and refuse out-of-range values (one
     device sync); a serving loop that builds its tables itself may turn it off.
     config: replaces the table's entry (for tuning sweeps).
+
+    On a GPU, launches with validate=False are planned (_plans.py): the first launch of an
+    arguments' metadata key (shapes, strides, dtypes, alignment; scale, max_context_len,
+    num_splits, config) is checked and recorded, later ones skip the checks and Triton's
+    dispatch. validate=True reads the tables' contents, which no key holds: checked every time.
     """
+    plan_key = None if validate else _plans.key(
+        (query, key_cache, value_cache, block_tables, context_lens, out),
+        (scale, max_context_len, num_splits, config))
+    plan = _PLANS.get(plan_key)
+    if plan is not None:
+        return plan.launch(_plans.stream(plan_key), query, key_cache, value_cache, block_tables, context_lens, out)
     check_tensor("query", query, 3, "[num_seqs, heads_q, head_dim]", tuple(DTYPES.values()))
     check_tensor("key_cache", key_cache, 4, "[num_blocks, block_size, heads_kv, head_dim]", (query.dtype,))
     check_tensor("value_cache", value_cache, 4, "[num_blocks, block_size, heads_kv, head_dim]", (query.dtype,))
@@ -260,29 +311,40 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     num_splits = triton.cdiv(max_context_len, tokens_per_split)
     group = heads_q // heads_kv
     split = num_splits > 1
-    if split:
-        part_acc = torch.empty((num_seqs, heads_q, num_splits, head_dim), dtype=torch.float32,
-                               device=query.device)
-        part_max = torch.empty((num_seqs, heads_q, num_splits), dtype=torch.float32, device=query.device)
-        part_sum = torch.empty_like(part_max)
+    workspace = split_workspace(num_seqs, heads_q, num_splits, head_dim) if split else None
+    if split:   # [num_seqs, heads_q, num_splits, head_dim], then [num_seqs, heads_q, num_splits] twice, flat
+        elements, at_max, at_sum = workspace
+        ws = torch.empty(elements, dtype=torch.float32, device=query.device)
+        part_acc, part_max, part_sum = ws[:at_max], ws[at_max:at_sum], ws[at_sum:]
     else:   # not touched when SPLIT is off
         part_acc = part_max = part_sum = torch.empty(1, dtype=torch.float32, device=query.device)
     qk_scale = (default_scale(head_dim) if scale is None else scale) * LOG2E
-    paged_decode_kernel[(num_seqs, heads_kv, num_splits)](
-        query, key_cache, value_cache, block_tables, context_lens, out, part_acc, part_max,
-        part_sum, qk_scale,
-        query.stride(0), query.stride(1), key_cache.stride(0), key_cache.stride(1),
-        key_cache.stride(2), value_cache.stride(0), value_cache.stride(1), value_cache.stride(2),
-        block_tables.stride(0), out.stride(0), out.stride(1),
-        heads_q, group, tokens_per_split, num_splits,
-        BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
-        GROUP_ROWS=max(MIN_GROUP_ROWS, triton.next_power_of_2(group)), BLOCK_N=cfg.block_n,
-        SPLIT=split, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **dict(cfg.options))
+    grid = (num_seqs, heads_kv, num_splits)
+    args = (query, key_cache, value_cache, block_tables, context_lens, out, part_acc, part_max,
+            part_sum, qk_scale,
+            query.stride(0), query.stride(1), key_cache.stride(0), key_cache.stride(1),
+            key_cache.stride(2), value_cache.stride(0), value_cache.stride(1), value_cache.stride(2),
+            block_tables.stride(0), out.stride(0), out.stride(1),
+            heads_q, group, tokens_per_split, num_splits)
+    consts = {"BLOCK_SIZE": block_size, "HEAD_DIM": head_dim,
+              "GROUP_ROWS": max(MIN_GROUP_ROWS, triton.next_power_of_2(group)), "BLOCK_N": cfg.block_n,
+              "SPLIT": split}
+    kernel = paged_decode_kernel[grid](*args, **consts, num_warps=cfg.num_warps,
+                                       num_stages=cfg.num_stages, **dict(cfg.options))
+    # with one split the (untouched) 1-element workspace stays in the plan; else it is per launch
+    main = _plans.record(paged_decode_kernel, kernel, grid, args, consts, 9 if split else 6) \
+        if plan_key is not None else None
+    reduce = None
     if split:
-        paged_decode_reduce_kernel[(num_seqs, heads_q)](
-            part_acc, part_max, part_sum, out, out.stride(0), out.stride(1), heads_q, num_splits,
-            HEAD_DIM=head_dim, BLOCK_SPLITS=triton.next_power_of_2(num_splits),
-            num_warps=4 if head_dim * triton.next_power_of_2(num_splits) >= 4096 else 2)
+        r_grid = (num_seqs, heads_q)
+        r_args = (part_acc, part_max, part_sum, out, out.stride(0), out.stride(1), heads_q, num_splits)
+        r_consts = {"HEAD_DIM": head_dim, "BLOCK_SPLITS": triton.next_power_of_2(num_splits)}
+        kernel = paged_decode_reduce_kernel[r_grid](
+            *r_args, **r_consts, num_warps=4 if head_dim * triton.next_power_of_2(num_splits) >= 4096 else 2)
+        reduce = _plans.record(paged_decode_reduce_kernel, kernel, r_grid, r_args, r_consts, 4) \
+            if main is not None else None
+    if main is not None and (reduce is not None or not split):
+        _PLANS.put(plan_key, _DecodePlan(main, reduce, workspace))
     return out
 
 

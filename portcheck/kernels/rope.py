@@ -25,6 +25,7 @@ from ..dtypes import fmt
 from ..oracles import rope as rope_ref
 from ..tolerance import Tolerance
 from ..facts.device import warp_size
+from . import _plans
 from ._launch import num_warps_for
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -134,10 +135,24 @@ def _check_pair(name: str, x: torch.Tensor, out: torch.Tensor) -> None:
         raise ValueError(f"{name}_out is {tuple(out.shape)} {out.dtype}; expected {tuple(x.shape)} {x.dtype}")
 
 
+# launch plans (_plans.py): a serving loop calls this once per layer and step with few tokens,
+# where the checks and Triton's dispatch would cost more than the kernel
+_PLANS = _plans.Plans()
+_TENSOR_ARGS = 6      # q_ptr, k_ptr, qo_ptr, ko_ptr, pos_ptr, cache_ptr: given on every launch
+
+
 def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor | None,
                      head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool = True,
                      query_out: torch.Tensor | None = None, key_out: torch.Tensor | None = None):
     """Apply RoPE to query and key (in place unless outputs are given); returns (query', key')."""
+    plan_key = _plans.key((query, key, query_out, key_out, positions, cos_sin_cache), (head_size, is_neox))
+    plan = _PLANS.get(plan_key)
+    if plan is not None:     # the key proves every check below passed for these arguments
+        qo = query if query_out is None else query_out
+        k, ko = (query, qo) if key is None else (key, key if query_out is None else key_out)
+        # the tensors themselves, not their [tokens, heads, head_size] views: same data_ptr
+        plan.launch(_plans.stream(plan_key), query, k, qo, ko, positions, cos_sin_cache)
+        return qo, (key if query_out is None else key_out)
     if query.dtype not in DTYPES.values():
         raise ValueError(f"query has dtype {query.dtype}; RoPE takes {', '.join(map(str, DTYPES.values()))}")
     if not 2 <= head_size <= MAX_HEAD_SIZE:
@@ -184,13 +199,15 @@ def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Te
     cfg = config(head_size, rot_dim, max(q3.shape[1], n_kh), warp_size(), out_of_place)
     kk, kko = (k3, ko3) if k3 is not None else (q3, qo3)    # unused when HAS_KEY is False
     grid = (triton.cdiv(tokens, cfg["TOKENS"]),)
-    rope_kernel[grid](
-        q3, kk, qo3, kko, positions, cos_sin_cache, tokens, q3.shape[1], n_kh,
-        q3.stride(0), q3.stride(1), kk.stride(0), kk.stride(1), qo3.stride(0), qo3.stride(1),
-        kko.stride(0), kko.stride(1), cos_sin_cache.stride(0),
-        HALF=cfg["HALF"], BLOCK_HALF=cfg["BLOCK_HALF"], TAIL=cfg["TAIL"], BLOCK_TAIL=cfg["BLOCK_TAIL"],
-        BLOCK_H=cfg["BLOCK_H"], TOKENS=cfg["TOKENS"], NEOX=bool(is_neox), HAS_KEY=k3 is not None,
-        COPY_TAIL=cfg["COPY_TAIL"], num_warps=cfg["num_warps"])
+    args = (q3, kk, qo3, kko, positions, cos_sin_cache, tokens, q3.shape[1], n_kh,
+            q3.stride(0), q3.stride(1), kk.stride(0), kk.stride(1), qo3.stride(0), qo3.stride(1),
+            kko.stride(0), kko.stride(1), cos_sin_cache.stride(0))
+    consts = {k: cfg[k] for k in ("HALF", "BLOCK_HALF", "TAIL", "BLOCK_TAIL", "BLOCK_H", "TOKENS",
+                                  "COPY_TAIL")}
+    consts.update(NEOX=bool(is_neox), HAS_KEY=k3 is not None)
+    kernel = rope_kernel[grid](*args, **consts, num_warps=cfg["num_warps"])
+    if plan_key is not None:
+        _PLANS.put(plan_key, _plans.record(rope_kernel, kernel, grid, args, consts, _TENSOR_ARGS))
     return result
 
 

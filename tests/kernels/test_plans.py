@@ -1,0 +1,228 @@
+"""Launch plans (portcheck/kernels/_plans.py) without a GPU: what the key tells apart, when plans
+are off, the bound on their number, and, with a stand-in for Triton's compiled kernel, that a
+planned launch of rope and paged decode passes the compiled kernel what the checked launch passes
+Triton's JIT for the same arguments (every parameter, in declaration order). Bit-for-bit on a
+GPU: tests/kernels/test_plans_gpu.py."""
+import inspect
+
+import pytest
+import torch
+import triton
+
+from portcheck.compile.capture import recording
+from portcheck.facts.archs import INTERPRETER
+from portcheck.facts.device import forced_arch
+from portcheck.kernels import _plans
+from portcheck.kernels import paged_attention as P
+from portcheck.kernels import rope as R
+
+
+def _key(*tensors, scalars=()):
+    return _plans.metadata_key(tensors, scalars)
+
+
+def test_the_key_tells_metadata_and_scalars_apart():
+    x = torch.empty(8, 64, dtype=torch.float16)
+    base = _key(x, None, scalars=(128, True))
+    assert base == _key(torch.empty(8, 64, dtype=torch.float16), None, scalars=(128, True))
+    others = [
+        _key(torch.empty(8, 64, dtype=torch.bfloat16), None, scalars=(128, True)),      # dtype
+        _key(torch.empty(9, 64, dtype=torch.float16), None, scalars=(128, True)),       # shape
+        _key(torch.empty(64, 8, dtype=torch.float16).t(), None, scalars=(128, True)),   # stride
+        _key(torch.empty(8 * 64 + 1, dtype=torch.float16)[1:].view(8, 64), None, scalars=(128, True)),  # alignment
+        _key(x, x, scalars=(128, True)),                        # a tensor where there was None
+        _key(x, None, scalars=(64, True)),                      # a scalar
+        _key(x, None, scalars=(128, False)),
+        _key(x, None, scalars=(128.0, True)),                   # 128 == 128.0, Triton tells them apart
+        _key(x, None, scalars=(128, 1)),
+        _plans.metadata_key((x, None), (128, True), device=1),  # the current device
+    ]
+    assert len({base, *others}) == len(others) + 1
+
+
+def test_the_key_refuses_non_tensors():
+    with pytest.raises(TypeError):
+        _key(torch.empty(2), [1, 2])
+
+
+def test_plans_are_off_in_the_interpreter_and_off_the_gpu(monkeypatch):
+    x = torch.empty(4, 4)
+    if _plans._INTERPRETED:
+        assert _plans.key((x, x)) is None
+    monkeypatch.setattr(_plans, "_INTERPRETED", False)
+    assert _plans.key((x, x)) is None                  # a CPU tensor
+    assert _plans.key(([1.0], x)) is None              # not a tensor
+
+
+class _OnCuda(torch.Tensor):
+    """A CPU tensor that says it is on a GPU: key()'s other conditions, tested without one."""
+
+    @property
+    def is_cuda(self):
+        return True
+
+
+def test_plans_are_off_under_a_forced_arch_or_launch_hooks(monkeypatch):
+    monkeypatch.setattr(_plans, "_INTERPRETED", False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    x = torch.Tensor._make_subclass(_OnCuda, torch.empty(4, 4))
+    assert _plans.key((x, None), (3,)) is not None
+    assert _plans.key((x, "no tensor")) is None
+    with forced_arch(INTERPRETER):
+        assert _plans.key((x, None), (3,)) is None
+    with recording():      # launches noted, not run: a plan must not run them
+        assert _plans.key((x, None), (3,)) is None
+    assert _plans.key((x, None), (3,)) is not None
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", lambda metadata: None)
+    assert _plans.key((x, None), (3,)) is None
+
+
+def test_hooked_reads_empty_hook_chains_as_none():
+    assert not _plans.hooked(None)
+    chain = triton.knobs.HookChain() if hasattr(triton.knobs, "HookChain") else None
+    if chain is not None:
+        assert not _plans.hooked(chain)
+        chain.add(lambda metadata: None)
+        assert _plans.hooked(chain)
+    assert _plans.hooked(lambda metadata: None)
+
+
+def test_plans_are_bounded():
+    plans = _plans.Plans(limit=2)
+    for i in range(4):
+        plans.put((i,), f"plan {i}")
+    assert len(plans) == 2 and plans.get((0,)) == "plan 0" and plans.get((3,)) is None
+    plans.put(None, "no key")
+    plans.put((9,), None)
+    assert len(plans) == 2 and plans.get(None) is None
+    plans.clear()
+    plans.put(([1],), "unhashable")                   # an unhashable scalar: no plan, no error
+    assert plans.get(([1],)) is None and len(plans) == 0
+
+
+# ---- planned launches against checked ones, with a stand-in for Triton ---------------------------
+
+class _Compiled:
+    """Stands in for a CompiledKernel: its launcher notes what a planned launch passes."""
+    packed_metadata = (4, 1, 0)
+    function = "function handle"
+
+    def __init__(self, calls):
+        self.run = lambda *a: calls.append(("planned", a[:3], a[3:9], list(a[9:])))
+
+
+class _Jit:
+    """Stands in for a @triton.jit kernel: notes each checked launch's arguments as Triton's JIT
+    binds them (every parameter in declaration order, defaults filled in)."""
+
+    def __init__(self, jitfn, calls):
+        self.fn, self.calls = jitfn.fn, calls
+        self.signature = inspect.signature(jitfn.fn)
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            params = {k: v for k, v in kwargs.items() if k in self.signature.parameters}
+            bound = self.signature.bind(*args, **params)
+            bound.apply_defaults()
+            self.calls.append(("checked", tuple(grid) + (1,) * (3 - len(grid)), list(bound.arguments.values())))
+            return _Compiled(self.calls)
+        return launch
+
+
+@pytest.fixture
+def planning(monkeypatch):
+    """Plans on for CPU tensors, with the kernels replaced by stand-ins; yields the calls."""
+    calls = []
+    monkeypatch.setattr(_plans, "key", lambda tensors, scalars=(): _plans.metadata_key(tensors, scalars))
+    monkeypatch.setattr(_plans, "stream", lambda key: 1234)
+    for module, names in ((R, ("rope_kernel",)), (P, ("paged_decode_kernel", "paged_decode_reduce_kernel"))):
+        for name in names:
+            monkeypatch.setattr(module, name, _Jit(getattr(module, name), calls))
+    monkeypatch.setattr(R, "_PLANS", _plans.Plans())
+    monkeypatch.setattr(P, "_PLANS", _plans.Plans())
+    return calls
+
+
+def _same(planned: list, checked: list, skip=()) -> None:
+    """Argument lists equal; tensors by address (the planned launch passes the tensors the
+    launcher got, the checked one views of them); positions in `skip` compared by the caller."""
+    assert len(planned) == len(checked)
+    for i, (p, c) in enumerate(zip(planned, checked)):
+        if i in skip:
+            continue
+        if isinstance(c, torch.Tensor):
+            assert p.data_ptr() == c.data_ptr(), i
+        else:
+            assert p == c and type(p) is type(c), (i, p, c)
+
+
+@pytest.mark.parametrize("key_heads,out_of_place,layout", [(2, False, 3), (0, False, 3), (2, True, 2), (0, True, 2)])
+def test_a_planned_rope_launch_passes_what_the_checked_one_passes(planning, key_heads, out_of_place, layout):
+    t, hq, d = 5, 4, 32
+
+    def args():
+        q = torch.randn(t, hq, d) if layout == 3 else torch.randn(t, hq * d)
+        k = (torch.randn(t, key_heads, d) if layout == 3 else torch.randn(t, key_heads * d)) if key_heads else None
+        outs = (torch.empty_like(q), torch.empty_like(k) if k is not None else None) if out_of_place else (None, None)
+        return torch.arange(t), q, k, R.cos_sin_cache(16, d, 1e4, torch.float32), outs
+
+    pos, q, k, cache, (qo, ko) = args()
+    R.rotary_embedding(pos, q, k, d, cache, True, qo, ko)
+    assert len(R._PLANS) == 1 and [c[0] for c in planning] == ["checked"]
+    pos, q, k, cache, (qo, ko) = args()
+    result = R.rotary_embedding(pos, q, k, d, cache, True, qo, ko)
+    assert result[0] is (qo if out_of_place else q) and result[1] is (ko if out_of_place else k)
+    R._PLANS.clear()
+    assert R.rotary_embedding(pos, q, k, d, cache, True, qo, ko) == result
+    (_, grid_p, extra, planned), (_, grid_c, checked) = planning[1], planning[2]
+    assert grid_p == grid_c and extra == (1234, "function handle", (4, 1, 0), None, None, None)
+    _same(planned, checked)
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+def test_a_planned_paged_decode_passes_what_the_checked_one_passes(planning, splits):
+    def args():
+        q = torch.randn(2, 4, 64).half()
+        kc, vc = torch.randn(8, 16, 2, 64).half(), torch.randn(8, 16, 2, 64).half()
+        return q, kc, vc, torch.arange(8, dtype=torch.int32).view(2, 4), torch.tensor([40, 64], dtype=torch.int32)
+
+    def launch(a, out=None):
+        return P.paged_decode_attention(*a, max_context_len=64, num_splits=splits, validate=False,
+                                        scale=0.25, out=out)
+
+    launch(args())
+    kernels = 2 if splits > 1 else 1
+    assert len(P._PLANS) == 1 and len(planning) == kernels
+    a = args()
+    out = torch.empty_like(a[0])
+    assert launch(a, out) is out
+    assert len(P._PLANS) == 2                      # out given: a key of its own
+    assert launch(a, out) is out                   # planned
+    P._PLANS.clear()
+    launch(a, out)                                 # checked again
+    planned, checked = planning[2 * kernels:3 * kernels], planning[3 * kernels:]
+    assert [p[0] for p in planned] == ["planned"] * kernels and [c[0] for c in checked] == ["checked"] * kernels
+    for p, c in zip(planned, checked):
+        assert p[1] == c[1] and p[2] == (1234, "function handle", (4, 1, 0), None, None, None)
+    main_p, main_c = planned[0][3], checked[0][2]
+    parts = (6, 7, 8)
+    if splits == 1:     # the workspace is not touched: the plan keeps the first launch's stand-in
+        assert all(main_p[i].numel() == 1 and main_p[i].dtype == torch.float32 for i in parts)
+        _same(main_p, main_c, skip=parts)
+        return
+    # the workspace is fresh per launch: its parts' places relative to its start, as addresses
+    assert [main_p[i] - main_p[6] for i in parts] == [main_c[i].data_ptr() - main_c[6].data_ptr() for i in parts]
+    assert all(main_p[i] % 16 == 0 for i in parts)
+    _same(main_p, main_c, skip=parts)
+    red_p, red_c = planned[1][3], checked[1][2]
+    assert red_p[:3] == main_p[6:9]
+    _same(red_p, red_c, skip=(0, 1, 2))
+
+
+def test_validated_paged_decode_is_never_planned(planning):
+    q = torch.randn(1, 2, 64).half()
+    kc, vc = torch.randn(2, 16, 1, 64).half(), torch.randn(2, 16, 1, 64).half()
+    for _ in range(2):
+        P.paged_decode_attention(q, kc, vc, torch.tensor([[0, 1]], dtype=torch.int32),
+                                 torch.tensor([20], dtype=torch.int32))
+    assert len(P._PLANS) == 0 and [c[0] for c in planning] == ["checked", "checked"]
