@@ -75,8 +75,9 @@ def key(tensors, scalars=()) -> tuple | None:
 
 
 def stream(key_: tuple) -> int:
-    """The raw current stream of the key's device (the current one), where Triton's own
-    launches go."""
+    """The raw current stream of the key's device, the current one: where Triton's own launches
+    go, and the device the plan's function was loaded on (_launch.current_stream(device) asks
+    for a tensor's device)."""
     return triton.runtime.driver.active.get_current_stream(key_[0])
 
 
