@@ -1,0 +1,187 @@
+"""Host time of one launch of rope and paged decode, next to torch (a developer's tool, not a test).
+
+    python3 tools/host_overhead.py [--json PATH] [--count 100] [--rounds 10] [--profile] [--list]
+
+Per workload (rope's bench spec and a decode step of it; paged decode's bench batch and a small
+one, with validate=False as a serving loop calls it and validate=True), side by side in one
+process:
+
+- host us per launch: after a sync, `count` launches back to back with no sync between them,
+  wall time / count; the median of `rounds` such rounds. For the portcheck launcher planned
+  (the usual path: the first launch of a key plans it, kernels/_plans.py), unplanned (its plans
+  cleared and none kept, so every launch runs the checks, Triton's dispatch and the recording
+  too: about the cost before plans), torch eager (the case's own baselines) and, once, one
+  one-kernel torch op (the least a launch from Python costs on this host);
+- GPU us per launch: CUDA-graph replay (no host in the loop), median.
+
+`bound` says which is larger. Where the GPU is (GPU us > host us) the launches fill the launch
+queue and then wait for the GPU, so the host figure is an upper bound there; the host figures of
+the small workloads are the ones that count. Goal (issue #22): at most GOAL_US of host time per
+planned launch. `--profile` adds a cProfile of each planned launcher; `--list` prints what would
+be measured and exits (no GPU needed). Speed claims in reports come from `portcheck bench`.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import statistics
+import time
+
+import torch
+import triton
+import triton.testing
+
+GOAL_US = 20.0
+DEVICE = "cuda"
+
+# (name, case, changes to the case's first bench spec)
+WORKLOADS = [
+    ("rope: decode step, 32 tokens", "rope", {"tokens": 32}),
+    ("rope: bench, 16384 tokens", "rope", {}),
+    ("paged decode: 8 sequences x 1024 tokens", "paged_attention", {"context_lens": [1024] * 8}),
+    ("paged decode: bench, 64 sequences x 4096 tokens", "paged_attention", {}),
+]
+WHAT = {
+    "rope": ["portcheck planned", "portcheck unplanned", "torch"],
+    "paged_attention": ["portcheck planned (validate=False)", "portcheck unplanned (validate=False)",
+                        "portcheck validate=True (checked, one sync)", "torch", "sdpa"],
+}
+
+
+def _launchers(case_name: str, args: dict):
+    """({what: zero-arg launch}, the launcher's Plans) of one workload's arguments."""
+    if case_name == "rope":
+        from portcheck.kernels import rope as R
+        pos, q, k, d, cache, neox = (args[n] for n in ("positions", "query", "key", "head_size", "cache", "neox"))
+        # in place, as vLLM calls it (repeated rotations keep the values' size)
+        return {"portcheck": lambda: R.rotary_embedding(pos, q, k, d, cache, neox)}, R._PLANS
+    from portcheck.kernels import paged_attention as P
+    out = torch.empty_like(args["query"])
+
+    def call(validate: bool):
+        a = args
+        return lambda: P.paged_decode_attention(
+            a["query"], a["key_cache"], a["value_cache"], a["block_tables"], a["context_lens"],
+            scale=a["scale"], out=out, max_context_len=a["max_context_len"], num_splits=a["num_splits"],
+            validate=validate)
+    return {"portcheck": call(False), "validate": call(True)}, P._PLANS
+
+
+def host_us(fn, count: int, rounds: int) -> float:
+    """Median over rounds of wall time / count, launches back to back after a sync."""
+    for _ in range(20):     # compiled, planned, allocator warm
+        fn()
+    torch.cuda.synchronize()
+    per = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(count):
+            fn()
+        per.append((time.perf_counter() - t0) / count)
+    torch.cuda.synchronize()
+    return statistics.median(per) * 1e6
+
+
+def gpu_us(fn) -> float | str:
+    """Median GPU microseconds of one launch by CUDA-graph replay, or why it could not be."""
+    try:
+        fn()
+        torch.cuda.synchronize()
+        return triton.testing.do_bench_cudagraph(fn, rep=50, return_mode="median") * 1e3
+    except Exception as exc:  # noqa: BLE001 - a launch that cannot be captured is a row too
+        return f"{type(exc).__name__}: {exc}"[:200]
+
+
+class _Unplanned:
+    """Inside, the launcher keeps no plan: every launch is checked and dispatched by Triton."""
+
+    def __init__(self, plans):
+        self.plans = plans
+
+    def __enter__(self):
+        self.limit, self.plans.limit = self.plans.limit, 0
+        self.plans.clear()
+
+    def __exit__(self, *exc):
+        self.plans.limit = self.limit
+
+
+def _row(workload: str, what: str, host, gpu) -> dict:
+    row = {"workload": workload, "what": what, "host_us": host, "gpu_us": gpu}
+    if isinstance(host, float) and isinstance(gpu, float):
+        row["bound"] = "host" if host > gpu else "gpu"
+    if what.startswith("portcheck planned") and isinstance(host, float):
+        row["goal_met"] = host <= GOAL_US
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def measure(count: int, rounds: int, profile: bool) -> tuple[list[dict], dict]:
+    from portcheck import cases as C
+    from portcheck.strategies import drawn_on
+    rows, profiles = [], {}
+    small = torch.zeros(1024, device=DEVICE)
+    rows.append(_row("floor", "torch: one small kernel (x.add_(1))", host_us(lambda: small.add_(1), count, rounds),
+                     gpu_us(lambda: small.add_(1))))
+    for workload, case_name, change in WORKLOADS:
+        case = C.get(case_name)
+        spec = {**case.bench[0], **change}
+        with drawn_on(DEVICE):
+            args = case.make(spec, DEVICE)
+        ours, plans = _launchers(case_name, args)
+        planned = ours["portcheck"]
+        label = WHAT[case_name]
+        gpu = gpu_us(planned)
+        rows.append(_row(workload, label[0], host_us(planned, count, rounds), gpu))
+        with _Unplanned(plans):
+            rows.append(_row(workload, label[1], host_us(planned, count, rounds), gpu))
+        if "validate" in ours:
+            rows.append(_row(workload, label[2], host_us(ours["validate"], count, rounds), None))
+        for name, fn in case.baselines(args).items():
+            if name in ("torch", "sdpa"):
+                rows.append(_row(workload, name, host_us(fn, count, rounds), gpu_us(fn)))
+        if profile:
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(2000):
+                planned()
+            prof.disable()
+            torch.cuda.synchronize()
+            text = io.StringIO()
+            pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+            profiles[workload] = text.getvalue()
+            print(text.getvalue(), flush=True)
+        del args, ours
+        torch.cuda.empty_cache()
+    return rows, profiles
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", help="write the rows (and profiles) here")
+    p.add_argument("--count", type=int, default=100, help="launches per round")
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--profile", action="store_true", help="cProfile 2000 planned launches per workload")
+    p.add_argument("--list", action="store_true", help="print what would be measured and exit")
+    args = p.parse_args(argv)
+    if args.list:
+        print("floor: torch: one small kernel (x.add_(1)): host us, GPU us")
+        for workload, case_name, _ in WORKLOADS:
+            for what in WHAT[case_name]:
+                print(f"{workload}: {what}: host us{'' if 'validate=True' in what else ', GPU us'}")
+        return 0
+    rows, profiles = measure(args.count, args.rounds, args.profile)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "triton": triton.__version__, "goal_us": GOAL_US, "count": args.count,
+                       "rounds": args.rounds, "rows": rows, "profiles": profiles}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
