@@ -189,8 +189,9 @@ def test_the_forced_launch_is_the_variant_the_arch_declares(name, label, arch, p
 @pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
 def test_each_drawn_matmul_config_launches_as_the_arch_declares_it(arch, portcheck_session):
     case = cases.get("matmul")
-    # K a multiple of every BLOCK_K, as the declared variants are (EVEN_K)
-    spec = {"dtype": "fp16", "m": 64, "n": 48, "k": 256, "a_layout": "row", "b_layout": "row",
+    # K a multiple of every BLOCK_K (EVEN_K), M and N at least every BLOCK_M and BLOCK_N (M_FITS,
+    # N_FITS), as in the declared variants
+    spec = {"dtype": "fp16", "m": 256, "n": 256, "k": 256, "a_layout": "row", "b_layout": "row",
             "regime": "normal", "bias": False, "activation": "none", "seed": 0}
     declared = case.variants(ARCHS[arch])
     for index in range(len(case.configs(ARCHS[arch], "fp16"))):
