@@ -13,7 +13,8 @@ every launch through them), while Triton's JIT dispatch is replaced (portcheck.c
 notes launches there without running them: a planned launch would go round it, and run) and for
 tensors that are not on a CUDA / HIP device.
 
-matmul has its own copy of this (matmul/launcher.py), which came first.
+matmul takes its key from here and keeps its own plan record (matmul/launcher.py: its split-K
+workspace and arrival counters are fresh per launch).
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from ...facts.device import (compute_units, current_arch, dot_fp32_precision, dr
 from ...oracles.matmul import ACTIVATIONS
 from .._configs import config_file
 from .._pruned import prune_configs_by
+from .. import _plans as plans
 from .._launch import arrival_counters, check_vector, current_stream
 from .kernel import matmul_kernel
 
@@ -319,31 +320,12 @@ _PLANS: dict = {}
 _TENSOR_ARGS = ("a_ptr", "b_ptr", "c_ptr", "bias_ptr", "scale_a_ptr", "scale_b_ptr")
 
 
-def _meta(t):
-    if t is None:
-        return None
-    if not isinstance(t, torch.Tensor):
-        raise TypeError
-    return t.dtype, t.device, tuple(t.shape), t.stride(), t.data_ptr() % 16 == 0
-
-
-def _hooked(hook) -> bool:
-    """Whether a Triton launch hook is set (None, or an empty HookChain since Triton 3.5: not)."""
-    return hook is not None and bool(getattr(hook, "calls", True))
-
-
 def _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config):
-    """The metadata key of a launch, or None where a plan would not be safe or worth it: the
-    interpreter, a forced arch, Triton's launch hooks set (a profiler), inputs not on a GPU."""
-    if interpreted() or forced() or _hooked(triton.knobs.runtime.launch_enter_hook) \
-            or _hooked(triton.knobs.runtime.launch_exit_hook) \
-            or not isinstance(a, torch.Tensor) or a.device.type != "cuda":
-        return None
-    try:
-        metas = tuple(_meta(t) for t in (a, b, out, bias, scale_a, scale_b))
-    except TypeError:     # not a tensor: the checks below say so
-        return None
-    return metas, activation, out_dtype, config.label if isinstance(config, Config) else config
+    """The metadata key of a launch, or None where a plan would not be safe or worth it (where
+    kernels/_plans.key says so: the interpreter, a forced arch, launch hooks, a replaced JIT
+    dispatch, inputs not on a GPU)."""
+    return plans.key((a, b, out, bias, scale_a, scale_b),
+                     (activation, out_dtype, config.label if isinstance(config, Config) else config))
 
 
 @dataclass
