@@ -2,8 +2,8 @@
 its block and per-thread knobs against the looped kernel and a copy, side by side in one run.
 
     python3 tools/sweep_long_rows.py [--case rmsnorm_long,layernorm_long,softmax_long]
-                                     [--block 8192,16384,32768] [--per-thread 16,32]
-                                     [--per-unit 1,2] [--json PATH]
+                                     [--block 4096,8192,16384,32768] [--per-thread 8,16,32]
+                                     [--json PATH]
 
 Each case runs its bench spec (bf16, 4096 x 131072). Times are triton.testing.do_bench medians;
 "of copy" divides the case's fewest bytes moved (Cost.bytes: one read, one write) by the time
@@ -44,15 +44,14 @@ def _run(case, args: dict, split: bool) -> tuple[float, dict]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--case", default="rmsnorm_long,layernorm_long,softmax_long")
-    p.add_argument("--block", default="8192,16384,32768")
-    p.add_argument("--per-thread", default="16,32")
-    p.add_argument("--per-unit", default="1,2")
+    p.add_argument("--block", default="4096,8192,16384,32768")
+    p.add_argument("--per-thread", default="8,16,32")
     p.add_argument("--json")
     a = p.parse_args(argv)
     copy = measure_copy()["gbs"]
     print(f"copy bandwidth {copy:,.0f} GB/s")
     rows = []
-    defaults = _rows.SPLIT_BLOCK, _rows.SPLIT_PER_THREAD, _rows.SPLIT_PER_UNIT
+    defaults = _rows.SPLIT_BLOCK, _rows.SPLIT_PER_THREAD
     for name in a.case.split(","):
         case = C.get(name)
         spec = case.bench[0]
@@ -61,21 +60,20 @@ def main(argv=None) -> int:
         ms, looped = _run(case, args, split=False)
         rows.append({"case": name, "kernel": "looped", "ms": ms, "of_copy": nbytes / (ms * 1e6) / copy})
         print(f"{name:16s} looped                {ms * 1e3:8.1f} us  {rows[-1]['of_copy']:.3f}")
-        for block, pt, pu in itertools.product(_ints(a.block), _ints(a.per_thread), _ints(a.per_unit)):
-            _rows.SPLIT_BLOCK, _rows.SPLIT_PER_THREAD, _rows.SPLIT_PER_UNIT = block, pt, pu
+        for block, pt in itertools.product(_ints(a.block), _ints(a.per_thread)):
+            _rows.SPLIT_BLOCK, _rows.SPLIT_PER_THREAD = block, pt
             try:
                 ms, outs = _run(case, args, split=True)
                 diff = max((outs[k].double() - looped[k].double()).abs().max().item() for k in outs)
-                rows.append({"case": name, "kernel": "split", "block": block, "per_thread": pt,
-                             "per_unit": pu, "ms": ms,
+                rows.append({"case": name, "kernel": "split", "block": block, "per_thread": pt, "ms": ms,
                              "of_copy": nbytes / (ms * 1e6) / copy, "max_diff_vs_looped": diff})
-                print(f"{name:16s} split {block:6d} pt={pt:<3d} pu={pu}  {ms * 1e3:8.1f} us  "
+                print(f"{name:16s} split {block:6d} pt={pt:<3d}    {ms * 1e3:8.1f} us  "
                       f"{rows[-1]['of_copy']:.3f}  |diff| {diff:.3g}")
             except Exception as exc:   # a launch the driver refuses (too large to co-reside): say so
-                print(f"{name:16s} split {block:6d} pt={pt:<3d} pu={pu}  {type(exc).__name__}: "
+                print(f"{name:16s} split {block:6d} pt={pt:<3d}    {type(exc).__name__}: "
                       f"{str(exc).splitlines()[0][:120]}")
             finally:
-                _rows.SPLIT_BLOCK, _rows.SPLIT_PER_THREAD, _rows.SPLIT_PER_UNIT = defaults
+                _rows.SPLIT_BLOCK, _rows.SPLIT_PER_THREAD = defaults
         del args, looped
         torch.cuda.empty_cache()
         if a.json:   # after every case: a time limit keeps what was measured

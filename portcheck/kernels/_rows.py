@@ -30,8 +30,7 @@ BENCH_LENGTHS = (SHORT_BENCH[1], LONG_BENCH[1])
 # rows g, g + groups, ...
 SPLIT_PER_THREAD = 16      # columns per thread of a split-row program (fp32 registers for x)
 SPLIT_BLOCK = 16384        # columns per split-row program: 131072 bf16 columns -> 8 programs a row
-SPLIT_MOST_WARPS = 32
-SPLIT_PER_UNIT = 1         # split-row programs per SM / CU (more only where they co-reside)
+SPLIT_MOST_WARPS = 16
 
 
 @triton.jit
@@ -77,7 +76,7 @@ def split_fits(n_cols: int, device, chunk: int | None = None) -> bool:
     runs programs one after another, a row must be one program's."""
     if interpreted() or device.type != "cuda":
         return True     # split_launch holds the whole row in one program there
-    return triton.cdiv(n_cols, chunk or SPLIT_BLOCK) <= SPLIT_PER_UNIT * compute_units(device)
+    return triton.cdiv(n_cols, chunk or SPLIT_BLOCK) <= compute_units(device)
 
 
 def split_launch(n_rows: int, n_cols: int, device, warp: int, chunk: int | None = None,
@@ -90,8 +89,7 @@ def split_launch(n_rows: int, n_cols: int, device, warp: int, chunk: int | None 
         units = programs or 2
     else:
         cfg = split_block(n_cols, warp, chunk)
-        most = SPLIT_PER_UNIT * compute_units(device)
-        units = min(most, programs or most)
+        units = min(compute_units(device), programs or compute_units(device))
     groups = max(1, min(n_rows, units // cfg["SPLIT"]))
     buffers = {"ws_ptr": torch.empty(n_rows * 2 * cfg["SPLIT"], dtype=torch.float32, device=device),
                "cnt_ptr": arrival_counters(device, n_rows)}

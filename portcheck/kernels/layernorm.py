@@ -147,17 +147,10 @@ def layernorm_split_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_row
         w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
     if HAS_B:
         b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    # the next row's columns load while this row's programs meet: the wait hides behind HBM
-    first = pid // SPLIT
-    nxt = tl.load(x_ptr + tl.cast(first, tl.int64) * x_stride + cols,
-                  mask=cols < tl.where(first < n_rows, n_cols, 0),
-                  other=0.0, eviction_policy="evict_first")
-    for row in range(first, n_rows, groups):
+    for row in range(pid // SPLIT, n_rows, groups):
         row64 = tl.cast(row, tl.int64)
-        x = nxt.to(tl.float32)
-        nxt = tl.load(x_ptr + (row64 + groups) * x_stride + cols,
-                      mask=cols < tl.where(row + groups < n_rows, n_cols, 0),
-                      other=0.0, eviction_policy="evict_first")
+        x = tl.load(x_ptr + row64 * x_stride + cols, mask=ok, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
         total = tl.sum(x, axis=0)
         centred = tl.where(ok, x - total / count, 0.0)
         sums, m2s, live = share_partials(ws_ptr, cnt_ptr, row64, part, total,

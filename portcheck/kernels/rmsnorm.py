@@ -106,17 +106,10 @@ def rmsnorm_split_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_stride
     ok = cols < n_cols
     if HAS_W:   # this program's columns of the weight, for every row it takes
         w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    # the next row's columns load while this row's programs meet: the wait hides behind HBM
-    first = pid // SPLIT
-    nxt = tl.load(x_ptr + tl.cast(first, tl.int64) * x_stride + cols,
-                  mask=cols < tl.where(first < n_rows, n_cols, 0),
-                  other=0.0, eviction_policy="evict_first")
-    for row in range(first, n_rows, groups):
+    for row in range(pid // SPLIT, n_rows, groups):
         row64 = tl.cast(row, tl.int64)
-        x = nxt.to(tl.float32)
-        nxt = tl.load(x_ptr + (row64 + groups) * x_stride + cols,
-                      mask=cols < tl.where(row + groups < n_rows, n_cols, 0),
-                      other=0.0, eviction_policy="evict_first")
+        x = tl.load(x_ptr + row64 * x_stride + cols, mask=ok, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
         squares, _, _ = share_partials(ws_ptr, cnt_ptr, row64, part, tl.sum(x * x, axis=0), 0.0,
                                        SPLIT, PARTS)
         rstd = tl.math.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)

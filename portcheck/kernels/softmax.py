@@ -103,17 +103,10 @@ def softmax_split_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, ws_pt
     groups = tl.num_programs(0) // SPLIT
     cols = part * BLOCK + tl.arange(0, BLOCK)
     ok = cols < n_cols
-    # the next row's columns load while this row's programs meet: the wait hides behind HBM
-    first = pid // SPLIT
-    nxt = tl.load(x_ptr + tl.cast(first, tl.int64) * x_stride + cols,
-                  mask=cols < tl.where(first < n_rows, n_cols, 0),
-                  other=-float("inf"), eviction_policy="evict_first")
-    for row in range(first, n_rows, groups):
+    for row in range(pid // SPLIT, n_rows, groups):
         row64 = tl.cast(row, tl.int64)
-        x = nxt.to(tl.float32)
-        nxt = tl.load(x_ptr + (row64 + groups) * x_stride + cols,
-                      mask=cols < tl.where(row + groups < n_rows, n_cols, 0),
-                      other=-float("inf"), eviction_policy="evict_first")
+        x = tl.load(x_ptr + row64 * x_stride + cols, mask=ok, other=-float("inf"),
+                    eviction_policy="evict_first").to(tl.float32)
         m = tl.max(x, axis=0)
         # a part of only -inf adds nothing (exp(x - m) would be NaN there); NaN and +inf make
         # the sum NaN, and so the whole row, as IEEE arithmetic does
