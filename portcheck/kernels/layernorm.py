@@ -1,11 +1,9 @@
 """LayerNorm forward over the last dimension, writing y and the per-row mean and rstd (fp32).
 
 Rows that fit in registers are normalised in one read, several short rows to a program, with the
-variance from the centred values (two passes over registers). A longer row is split over
-programs that hold it together in registers: each part's sum and centred M2 combine with the
-parallel-variance formula (one read). Rows too long even for that loop over chunks: a per-lane
-Welford pass gives mean and M2, combined across lanes with the same formula, then a second pass
-writes y: x is read twice, the fewest for a row not kept on chip.
+variance from the centred values (two passes over registers). Longer rows loop over chunks:
+a per-lane Welford pass gives mean and M2, combined across lanes with the parallel-variance
+formula, then a second pass writes y: x is read twice, the fewest for a row not kept on chip.
 """
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ from ..oracles.norms import layer_norm as layer_norm_ref
 from ..tolerance import Tolerance, fmt
 from ..facts.device import warp_size
 from ._launch import check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs
-from ._rows import (bench_spec, long_row_args, row_inputs, row_variants, share_partials, split_block,
-                    split_fits, split_launch)
+from ._rows import bench_spec, check_chunk, row_inputs, row_variants
 
 MAX_FUSED = 16384          # longest row held in registers (x, and w and b, as fp32) by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -127,56 +124,8 @@ def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_ro
             tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
 
 
-@triton.jit
-def layernorm_split_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols,
-                           x_stride, y_stride, eps, ws_ptr, cnt_ptr,
-                           HAS_W: tl.constexpr, HAS_B: tl.constexpr, SPLIT: tl.constexpr,
-                           PARTS: tl.constexpr, BLOCK: tl.constexpr):
-    """A row over SPLIT programs (see _rows.share_partials): each part's sum and M2 about its own
-    mean, combined as M2 = sum_j M2_j + sum_j n_j (mean_j - mean)^2 (Chan, Golub & LeVeque) in
-    part order, the same in every program."""
-    pid = tl.program_id(0)
-    part = pid % SPLIT
-    groups = tl.num_programs(0) // SPLIT
-    cols = part * BLOCK + tl.arange(0, BLOCK)
-    ok = cols < n_cols
-    count = tl.minimum(n_cols - part * BLOCK, BLOCK).to(tl.float32)   # >= 1: no part is empty
-    parts = tl.arange(0, PARTS)
-    counts = tl.minimum(n_cols - parts * BLOCK, BLOCK).to(tl.float32)
-    if HAS_W:   # this program's columns of the parameters, for every row it takes
-        w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    if HAS_B:
-        b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    for row in range(pid // SPLIT, n_rows, groups):
-        row64 = tl.cast(row, tl.int64)
-        x = tl.load(x_ptr + row64 * x_stride + cols, mask=ok, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
-        total = tl.sum(x, axis=0)
-        centred = tl.where(ok, x - total / count, 0.0)
-        sums, m2s, live = share_partials(ws_ptr, cnt_ptr, row64, part, total,
-                                         tl.sum(centred * centred, axis=0), SPLIT, PARTS)
-        row_mean = tl.sum(sums, axis=0) / n_cols
-        spread = tl.where(live, sums / counts - row_mean, 0.0)
-        row_m2 = tl.sum(m2s, axis=0) + tl.sum(tl.where(live, counts, 0.0) * spread * spread, axis=0)
-        rstd = tl.math.rsqrt(row_m2 / n_cols + eps)
-        if part == 0:
-            tl.store(mean_ptr + row64, row_mean)
-            tl.store(rstd_ptr + row64, rstd)
-        y = (x - row_mean) * rstd
-        if HAS_W:
-            y = y * w
-        if HAS_B:
-            y = y + b
-        tl.store(y_ptr + row64 * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=ok,
-                 eviction_policy="evict_first")
-
-
-def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None,
-           split: bool = False) -> dict:
-    """Launch parameters for a row length on a device with the given warp size (split: of the
-    split-row kernel, which the launcher takes for long rows where they fit)."""
-    if split:
-        return {"kernel": layernorm_split_kernel, "ROWS": 1, **split_block(n_cols, warp, chunk)}
+def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
+    """Launch parameters for a row length on a device with the given warp size."""
     if long_rows or n_cols > MAX_FUSED:
         block = chunk or min(triton.next_power_of_2(n_cols), LOOP_BLOCK)
         return {"kernel": layernorm_looped_kernel, "ROWS": 1, "BLOCK": block,
@@ -190,13 +139,11 @@ def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                eps: float = 1e-5, *, out: torch.Tensor | None = None, mean: torch.Tensor | None = None,
                rstd: torch.Tensor | None = None, long_rows: bool = False, chunk: int | None = None,
-               programs: int | None = None, split: bool = True):
+               programs: int | None = None):
     """LayerNorm of each row of a 2-D tensor (fp32 statistics); returns (y, mean, rstd).
 
-    Long rows are split over programs that share each row (`split`, where the device holds them
-    at once), else loop over it in a persistent grid of `programs` programs (default
-    PROGRAMS_PER_SM per SM/CU; n_rows or more gives one row per program). `programs` bounds the
-    split grid too."""
+    Long rows run a persistent grid of `programs` programs (default PROGRAMS_PER_SM per SM/CU;
+    n_rows or more gives one row per program)."""
     check_2d("x", x, tuple(DTYPES.values()))
     check_programs(programs)
     n_rows, n_cols = x.shape
@@ -217,13 +164,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.
     w = weight if weight is not None else x
     b = bias if bias is not None else x
     flags = {"HAS_W": weight is not None, "HAS_B": bias is not None}
-    if cfg["kernel"] is not layernorm_rows_kernel and split and split_fits(n_cols, x.device, chunk):
-        grid, tiles, buffers = split_launch(n_rows, n_cols, x.device, warp_size(), chunk, programs)
-        layernorm_split_kernel[grid](x, w, b, out, mean, rstd, n_rows, n_cols, x.stride(0),
-                                     out.stride(0), eps, **buffers, **flags, SPLIT=tiles["SPLIT"],
-                                     PARTS=tiles["PARTS"], BLOCK=tiles["BLOCK"],
-                                     num_warps=tiles["num_warps"], launch_cooperative_grid=True)
-    elif cfg["kernel"] is layernorm_rows_kernel:
+    if cfg["kernel"] is layernorm_rows_kernel:
         grid = (triton.cdiv(n_rows, cfg["ROWS"]),)
         layernorm_rows_kernel[grid](x, w, b, out, mean, rstd, n_rows, n_cols, x.stride(0), out.stride(0),
                                     eps, **flags, ROWS=cfg["ROWS"], BLOCK=cfg["BLOCK"],
@@ -248,7 +189,7 @@ def _make(long_rows: bool):
         w = S.values((cols,), dtype, "normal", gen).to(device) if spec["weight"] else None
         b = S.values((cols,), dtype, "normal", gen).to(device) if spec["bias"] else None
         return {"x": S.laid_out(x, spec["layout"], device), "weight": w, "bias": b,
-                "eps": spec["eps"], **long_row_args(spec, long_rows, MAX_FUSED)}
+                "eps": spec["eps"], "long_rows": long_rows, "chunk": check_chunk(cols, long_rows, MAX_FUSED)}
     return make
 
 
@@ -260,8 +201,7 @@ def _outputs(args):
 
 def _launch(args, outs):
     layer_norm(args["x"], args["weight"], args["bias"], args["eps"], out=outs["y"], mean=outs["mean"],
-               rstd=outs["rstd"], long_rows=args["long_rows"], chunk=args["chunk"],
-               split=args["split"], programs=args["programs"])
+               rstd=outs["rstd"], long_rows=args["long_rows"], chunk=args["chunk"])
 
 
 def _oracle(args):

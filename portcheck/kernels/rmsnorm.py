@@ -1,8 +1,7 @@
 """RMSNorm forward over the last dimension: y = x * rsqrt(mean(x^2) + eps) * w, and rstd (fp32).
 
-Rows that fit in registers take one read, several short rows to a program; longer rows are split
-over programs that hold them in registers together and combine their sums of squares (one read);
-rows too long even for that loop over chunks twice (sum of squares, then normalise).
+Rows that fit in registers take one read, several short rows to a program; longer rows loop
+over chunks twice (sum of squares, then normalise).
 """
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from ..oracles.norms import rms_norm as rms_norm_ref
 from ..tolerance import Tolerance, fmt
 from ..facts.device import warp_size
 from ._launch import check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs
-from ._rows import (bench_spec, long_row_args, row_inputs, row_variants, share_partials, split_block,
-                    split_fits, split_launch)
+from ._rows import bench_spec, check_chunk, row_inputs, row_variants
 
 MAX_FUSED = 16384          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -92,42 +90,8 @@ def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_strid
             tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
 
 
-@triton.jit
-def rmsnorm_split_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_stride, y_stride, eps,
-                         ws_ptr, cnt_ptr, HAS_W: tl.constexpr, SPLIT: tl.constexpr,
-                         PARTS: tl.constexpr, BLOCK: tl.constexpr):
-    """A row over SPLIT programs (see _rows.share_partials): program (group, part) holds columns
-    [part * BLOCK, (part + 1) * BLOCK) of rows group, group + groups, ...; the row's sum of
-    squares is the sum of the parts' in part order, the same in every program."""
-    pid = tl.program_id(0)
-    part = pid % SPLIT
-    groups = tl.num_programs(0) // SPLIT
-    cols = part * BLOCK + tl.arange(0, BLOCK)
-    ok = cols < n_cols
-    if HAS_W:   # this program's columns of the weight, for every row it takes
-        w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    for row in range(pid // SPLIT, n_rows, groups):
-        row64 = tl.cast(row, tl.int64)
-        x = tl.load(x_ptr + row64 * x_stride + cols, mask=ok, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
-        squares, _, _ = share_partials(ws_ptr, cnt_ptr, row64, part, tl.sum(x * x, axis=0), 0.0,
-                                       SPLIT, PARTS)
-        rstd = tl.math.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)
-        if part == 0:
-            tl.store(rstd_ptr + row64, rstd)
-        y = x * rstd
-        if HAS_W:
-            y = y * w
-        tl.store(y_ptr + row64 * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=ok,
-                 eviction_policy="evict_first")
-
-
-def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None,
-           split: bool = False) -> dict:
-    """Launch parameters for a row length on a device with the given warp size (split: of the
-    split-row kernel, which the launcher takes for long rows where they fit)."""
-    if split:
-        return {"kernel": rmsnorm_split_kernel, "ROWS": 1, **split_block(n_cols, warp, chunk)}
+def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
+    """Launch parameters for a row length on a device with the given warp size."""
     if long_rows or n_cols > MAX_FUSED:
         block = chunk or min(triton.next_power_of_2(n_cols), LOOP_BLOCK)
         return {"kernel": rmsnorm_looped_kernel, "ROWS": 1, "BLOCK": block,
@@ -140,14 +104,11 @@ def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6, *,
              out: torch.Tensor | None = None, rstd: torch.Tensor | None = None,
-             long_rows: bool = False, chunk: int | None = None, programs: int | None = None,
-             split: bool = True):
+             long_rows: bool = False, chunk: int | None = None, programs: int | None = None):
     """RMSNorm of each row of a 2-D tensor (fp32 accumulation); returns (y, rstd).
 
-    Long rows are split over programs that share each row (`split`, where the device holds them
-    at once), else loop over it in a persistent grid of `programs` programs (default
-    PROGRAMS_PER_SM per SM/CU; n_rows or more gives one row per program). `programs` bounds the
-    split grid too."""
+    Long rows run a persistent grid of `programs` programs (default PROGRAMS_PER_SM per SM/CU;
+    n_rows or more gives one row per program)."""
     check_2d("x", x, tuple(DTYPES.values()))
     check_programs(programs)
     n_rows, n_cols = x.shape
@@ -162,13 +123,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
         return out, rstd
     cfg = config(n_cols, warp_size(), long_rows, chunk)
     w = weight if weight is not None else x   # unread when HAS_W is False
-    if cfg["kernel"] is not rmsnorm_rows_kernel and split and split_fits(n_cols, x.device, chunk):
-        grid, tiles, buffers = split_launch(n_rows, n_cols, x.device, warp_size(), chunk, programs)
-        rmsnorm_split_kernel[grid](x, w, out, rstd, n_rows, n_cols, x.stride(0), out.stride(0), eps,
-                                   **buffers, HAS_W=weight is not None, SPLIT=tiles["SPLIT"],
-                                   PARTS=tiles["PARTS"], BLOCK=tiles["BLOCK"],
-                                   num_warps=tiles["num_warps"], launch_cooperative_grid=True)
-    elif cfg["kernel"] is rmsnorm_rows_kernel:
+    if cfg["kernel"] is rmsnorm_rows_kernel:
         grid = (triton.cdiv(n_rows, cfg["ROWS"]),)
         rmsnorm_rows_kernel[grid](x, w, out, rstd, n_rows, n_cols, x.stride(0), out.stride(0), eps,
                                   HAS_W=weight is not None, ROWS=cfg["ROWS"], BLOCK=cfg["BLOCK"],
@@ -190,7 +145,7 @@ def _make(long_rows: bool):
         x = S.values((rows, cols), dtype, spec["regime"], gen)
         w = S.values((cols,), dtype, "normal", gen).to(device) if spec["weight"] else None
         return {"x": S.laid_out(x, spec["layout"], device), "weight": w, "eps": spec["eps"],
-                **long_row_args(spec, long_rows, MAX_FUSED)}
+                "long_rows": long_rows, "chunk": check_chunk(cols, long_rows, MAX_FUSED)}
     return make
 
 
@@ -200,8 +155,7 @@ def _outputs(args):
 
 def _launch(args, outs):
     rms_norm(args["x"], args["weight"], args["eps"], out=outs["y"], rstd=outs["rstd"],
-             long_rows=args["long_rows"], chunk=args["chunk"], split=args["split"],
-             programs=args["programs"])
+             long_rows=args["long_rows"], chunk=args["chunk"])
 
 
 def _oracle(args):

@@ -1,6 +1,4 @@
-"""Row softmax: one pass when a row fits in registers; a longer row split over programs that hold it
-together and combine their (max, sum) partials (one read); an online two-pass loop for rows too
-long even for that."""
+"""Row softmax: one pass when a row fits in registers, an online two-pass loop for longer rows."""
 from __future__ import annotations
 
 import math
@@ -16,8 +14,7 @@ from ..oracles.softmax import softmax as softmax_ref
 from ..tolerance import Tolerance, fmt, near_zero
 from ..facts.device import warp_size
 from ._launch import check_2d, check_programs, num_warps_for, persistent_programs
-from ._rows import (bench_spec, long_row_args, row_inputs, row_variants, share_partials, split_block,
-                    split_fits, split_launch)
+from ._rows import bench_spec, check_chunk, row_inputs, row_variants
 
 MAX_FUSED = 32768          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -92,40 +89,8 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
                      eviction_policy="evict_first")
 
 
-@triton.jit
-def softmax_split_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, ws_ptr, cnt_ptr,
-                         SPLIT: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.constexpr):
-    """A row over SPLIT programs (see _rows.share_partials): each program's (max m, sum s of
-    exp(x - m)) over its columns; the row's max is the largest m and its sum that of
-    s exp(m - max), in part order, the same in every program."""
-    pid = tl.program_id(0)
-    part = pid % SPLIT
-    groups = tl.num_programs(0) // SPLIT
-    cols = part * BLOCK + tl.arange(0, BLOCK)
-    ok = cols < n_cols
-    for row in range(pid // SPLIT, n_rows, groups):
-        row64 = tl.cast(row, tl.int64)
-        x = tl.load(x_ptr + row64 * x_stride + cols, mask=ok, other=-float("inf"),
-                    eviction_policy="evict_first").to(tl.float32)
-        m = tl.max(x, axis=0)
-        # a part of only -inf adds nothing (exp(x - m) would be NaN there); NaN and +inf make
-        # the sum NaN, and so the whole row, as IEEE arithmetic does
-        s = tl.where(m == -float("inf"), 0.0, tl.sum(tl.exp(x - m), axis=0))
-        ms, ss, live = share_partials(ws_ptr, cnt_ptr, row64, part, m, s, SPLIT, PARTS)
-        row_max = tl.max(tl.where(live, ms, -float("inf")), axis=0)
-        total = tl.sum(tl.where(ss == 0.0, 0.0, ss * tl.exp(ms - row_max)), axis=0)
-        inv = tl.math.div_rn(1.0, total)   # one rounding here, one in the product below
-        y = tl.exp(x - row_max) * inv
-        tl.store(y_ptr + row64 * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=ok,
-                 eviction_policy="evict_first")
-
-
-def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None,
-           split: bool = False) -> dict:
-    """Launch parameters for a row length on a device with the given warp size (split: of the
-    split-row kernel, which the launcher takes for long rows where they fit)."""
-    if split:
-        return {"kernel": softmax_split_kernel, "ROWS": 1, **split_block(n_cols, warp, chunk)}
+def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
+    """Launch parameters for a row length on a device with the given warp size."""
     if long_rows or n_cols > MAX_FUSED:
         block = chunk or min(triton.next_power_of_2(n_cols), LOOP_BLOCK)
         return {"kernel": softmax_online_kernel, "ROWS": 1, "BLOCK": block,
@@ -137,13 +102,11 @@ def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = 
 
 
 def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool = False,
-            chunk: int | None = None, programs: int | None = None, split: bool = True) -> torch.Tensor:
+            chunk: int | None = None, programs: int | None = None) -> torch.Tensor:
     """softmax(x) along the last dim of a 2-D tensor (fp32 math, output in x's dtype).
 
-    Long rows are split over programs that share each row (`split`, where the device holds them
-    at once), else loop over it in a persistent grid of `programs` programs (default
-    PROGRAMS_PER_SM per SM/CU; n_rows or more gives one row per program). `programs` bounds the
-    split grid too."""
+    Long rows run a persistent grid of `programs` programs (default PROGRAMS_PER_SM per SM/CU;
+    n_rows or more gives one row per program)."""
     check_2d("x", x, tuple(DTYPES.values()))
     check_programs(programs)
     out = torch.empty_like(x) if out is None else out
@@ -154,12 +117,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool
     if n_rows == 0 or n_cols == 0:
         return out
     cfg = config(n_cols, warp_size(), long_rows, chunk)
-    if cfg["kernel"] is not softmax_rows_kernel and split and split_fits(n_cols, x.device, chunk):
-        grid, tiles, buffers = split_launch(n_rows, n_cols, x.device, warp_size(), chunk, programs)
-        softmax_split_kernel[grid](x, out, n_rows, n_cols, x.stride(0), out.stride(0), **buffers,
-                                   SPLIT=tiles["SPLIT"], PARTS=tiles["PARTS"], BLOCK=tiles["BLOCK"],
-                                   num_warps=tiles["num_warps"], launch_cooperative_grid=True)
-    elif cfg["kernel"] is softmax_rows_kernel:
+    if cfg["kernel"] is softmax_rows_kernel:
         grid = (triton.cdiv(n_rows, cfg["ROWS"]),)
         softmax_rows_kernel[grid](x, out, n_rows, n_cols, x.stride(0), out.stride(0),
                                   ROWS=cfg["ROWS"], BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
@@ -176,7 +134,8 @@ def _make(long_rows: bool):
     def make(spec: dict, device: str) -> dict:
         gen = S.generator(spec["seed"])
         x = S.values((spec["rows"], spec["cols"]), spec["dtype"], spec["regime"], gen)
-        return {"x": S.laid_out(x, spec["layout"], device), **long_row_args(spec, long_rows, MAX_FUSED)}
+        return {"x": S.laid_out(x, spec["layout"], device), "long_rows": long_rows,
+                "chunk": check_chunk(spec["cols"], long_rows, MAX_FUSED)}
     return make
 
 
@@ -185,8 +144,7 @@ def _outputs(args):
 
 
 def _launch(args, outs):
-    softmax(args["x"], outs["y"], long_rows=args["long_rows"], chunk=args["chunk"],
-            split=args["split"], programs=args["programs"])
+    softmax(args["x"], outs["y"], long_rows=args["long_rows"], chunk=args["chunk"])
 
 
 def _oracle(args):

@@ -1,7 +1,6 @@
-"""The long-row kernels of softmax, LayerNorm and RMSNorm, split-row and looped: every program
-count writes every row with the same bits, within the cases' tolerances, and the split kernel
-leaves its arrival counters at zero; softmax keeps IEEE semantics for inf and NaN on any lane
-and in any part of a split row; the launchers refuse a bad program count before launch."""
+"""The persistent long-row kernels of softmax, LayerNorm and RMSNorm: every program count writes
+every row with the same bits, within the cases' tolerances; softmax keeps IEEE semantics for
+inf and NaN on any lane; the launchers refuse a bad program count before launch."""
 import pytest
 import torch
 
@@ -19,24 +18,22 @@ ROWS, COLS, CHUNK = 7, 100, 32   # 4 chunks a row, the last partial; more rows t
 PROGRAM_COUNTS = (1, 2, 3, ROWS, 50)   # 50 > ROWS: one row per program, as without persistence
 
 
-def _run(family: str, args: dict, programs: int | None, split: bool) -> dict:
-    """Launch a family's long-row kernel into NaN-poisoned outputs; returns them by case name.
-    On a GPU the split kernel takes CHUNK columns a program (4 programs a row); the interpreter,
-    which runs programs one after another, gives a row one program."""
+def _run(family: str, args: dict, programs: int | None) -> dict:
+    """Launch a family's long-row kernel into NaN-poisoned outputs; returns them by case name."""
     x = args["x"]
     if family == "softmax":
         y = poisoned(tuple(x.shape), x.dtype, DEVICE)
-        SM.softmax(x, y, long_rows=True, chunk=CHUNK, programs=programs, split=split)
+        SM.softmax(x, y, long_rows=True, chunk=CHUNK, programs=programs)
         return {"y": y}
     rstd = poisoned((x.shape[0],), torch.float32, DEVICE)
     y = poisoned(tuple(x.shape), x.dtype, DEVICE)
     if family == "layernorm":
         mean = poisoned((x.shape[0],), torch.float32, DEVICE)
         LN.layer_norm(x, args["weight"], args["bias"], args["eps"], out=y, mean=mean, rstd=rstd,
-                      long_rows=True, chunk=CHUNK, programs=programs, split=split)
+                      long_rows=True, chunk=CHUNK, programs=programs)
         return {"y": y, "mean": mean, "rstd": rstd}
     RMS.rms_norm(x, args["weight"], args["eps"], out=y, rstd=rstd, long_rows=True, chunk=CHUNK,
-                 programs=programs, split=split)
+                 programs=programs)
     return {"y": y, "rstd": rstd}
 
 
@@ -62,32 +59,29 @@ def _check_against_oracle(family: str, args: dict, outs: dict) -> None:
 
 
 @needs_device
-@pytest.mark.parametrize("split", [True, False], ids=["split", "looped"])
 @pytest.mark.parametrize("family", ["softmax", "layernorm", "rmsnorm"])
-def test_every_program_count_writes_every_row_alike(family, split):
+def test_every_program_count_writes_every_row_alike(family):
     g = torch.Generator().manual_seed(0)
     x = (torch.randn(ROWS, COLS, generator=g) * 3 + 1).to(DEVICE)
     args = _args(family, x)
     first = None
     for programs in PROGRAM_COUNTS:
-        outs = _run(family, args, programs, split)
+        outs = _run(family, args, programs)
         _check_against_oracle(family, args, outs)   # poisoned: a row left unwritten stays NaN
         if first is None:
             first = outs
         for name, out in outs.items():   # a row's arithmetic does not depend on the grid
             assert torch.equal(out, first[name]), (family, programs, name)
     # the default grid: a few programs on the interpreter (each loops over rows), one per SM on a GPU
-    default = _run(family, args, None, split)
+    default = _run(family, args, None)
     for name, out in default.items():
         assert torch.equal(out, first[name]), (family, "default", name)
-    # every split program re-armed the counters it used: the next launch starts from zero
-    assert all(not counters.any() for counters in _launch._COUNTERS.values())
 
 
 def _special_rows() -> torch.Tensor:
     """Rows whose softmax IEEE arithmetic defines, chunk 32 so each lane sees 4 columns."""
     g = torch.Generator().manual_seed(2)
-    x = torch.randn(10, COLS, generator=g) * 4
+    x = torch.randn(9, COLS, generator=g) * 4
     x[0] = float("-inf")                                # all -inf: exp(-inf - -inf) is NaN
     x[1, 70] = float("inf")                             # +inf: inf - inf is NaN, the whole row NaN
     x[2, 5] = float("nan")                              # NaN anywhere: the whole row NaN
@@ -98,33 +92,28 @@ def _special_rows() -> torch.Tensor:
     x[6] = torch.arange(COLS, dtype=torch.float32)      # the max rises on every chunk: rescaling
     x[7] = -torch.arange(COLS, dtype=torch.float32)     # the max comes first
     x[8, :] = 3e38                                      # huge and equal: no overflow, 1/n each
-    x[9, CHUNK:2 * CHUNK] = float("-inf")               # a whole part of a split row -inf: zeros
     return x
 
 
 @needs_device
-@pytest.mark.parametrize("split", [True, False], ids=["split", "looped"])
 @pytest.mark.parametrize("programs", [1, 2, 9])
-def test_softmax_long_keeps_ieee_semantics_on_every_lane(programs, split):
+def test_softmax_long_keeps_ieee_semantics_on_every_lane(programs):
     x = _special_rows().to(DEVICE)
-    outs = _run("softmax", {"x": x}, programs, split)
+    outs = _run("softmax", {"x": x}, programs)
     _check_against_oracle("softmax", {"x": x}, outs)   # NaN where the oracle has NaN, only there
     y = outs["y"].cpu()
     assert torch.isnan(y[[0, 1, 2, 4, 5]]).all()
     assert (y[3, ::3] == 0).all() and not torch.isnan(y[3]).any()
     assert torch.allclose(y[8], torch.full((COLS,), 1 / COLS))
-    assert (y[9, CHUNK:2 * CHUNK] == 0).all() and not torch.isnan(y[9]).any()
 
 
 @pytest.mark.parametrize("bad", [0, -3, True, 2.0, "4"])
 def test_a_bad_program_count_is_refused_before_launch(monkeypatch, bad):
-    forbid_launches(monkeypatch, SM, "softmax_online_kernel", "softmax_rows_kernel", "softmax_split_kernel")
-    forbid_launches(monkeypatch, LN, "layernorm_looped_kernel", "layernorm_rows_kernel",
-                    "layernorm_split_kernel")
-    forbid_launches(monkeypatch, RMS, "rmsnorm_looped_kernel", "rmsnorm_rows_kernel", "rmsnorm_split_kernel")
+    forbid_launches(monkeypatch, SM, "softmax_online_kernel", "softmax_rows_kernel")
+    forbid_launches(monkeypatch, LN, "layernorm_looped_kernel", "layernorm_rows_kernel")
+    forbid_launches(monkeypatch, RMS, "rmsnorm_looped_kernel", "rmsnorm_rows_kernel")
     x = torch.zeros(4, 8)
     for call in (lambda: SM.softmax(x, long_rows=True, programs=bad),
-                 lambda: SM.softmax(x, long_rows=True, programs=bad, split=False),
                  lambda: LN.layer_norm(x, long_rows=True, programs=bad),
                  lambda: RMS.rms_norm(x, long_rows=True, programs=bad)):
         with pytest.raises(ValueError, match="programs must be a positive int"):
