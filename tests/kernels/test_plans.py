@@ -181,13 +181,15 @@ def test_a_planned_rope_launch_passes_what_the_checked_one_passes(planning, key_
 
 @pytest.mark.parametrize("splits", [1, 3])
 def test_a_planned_paged_decode_passes_what_the_checked_one_passes(planning, splits):
+    # 512 tokens: more than one split of the longest BLOCK_N any arch's table takes (on sm_90a
+    # a 64-token context was one split whatever num_splits asked)
     def args():
         q = torch.randn(2, 4, 64).half()
-        kc, vc = torch.randn(8, 16, 2, 64).half(), torch.randn(8, 16, 2, 64).half()
-        return q, kc, vc, torch.arange(8, dtype=torch.int32).view(2, 4), torch.tensor([40, 64], dtype=torch.int32)
+        kc, vc = torch.randn(64, 16, 2, 64).half(), torch.randn(64, 16, 2, 64).half()
+        return q, kc, vc, torch.arange(64, dtype=torch.int32).view(2, 32), torch.tensor([40, 512], dtype=torch.int32)
 
     def launch(a, out=None):
-        return P.paged_decode_attention(*a, max_context_len=64, num_splits=splits, validate=False,
+        return P.paged_decode_attention(*a, max_context_len=512, num_splits=splits, validate=False,
                                         scale=0.25, out=out)
 
     launch(args())
