@@ -36,7 +36,6 @@ from ..facts.archs import Arch
 from ..facts.device import compute_units, current_arch, interpreted
 from . import _plans
 from ._configs import amd_options, family_table, load
-from ._launch import arrival_counters
 from .attention import HEAD_DIMS, LOG2E, check_heads, check_tensor, convex_combination_bound
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -77,7 +76,7 @@ def choose_splits(programs: int, max_context: int, block_n: int, units: int, per
 
 @triton.jit
 def paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr,
-                        out_ptr, part_acc_ptr, part_max_ptr, part_sum_ptr, lock_ptr, qk_scale,
+                        out_ptr, part_acc_ptr, part_max_ptr, part_sum_ptr, qk_scale,
                         stride_qs, stride_qh, stride_kb, stride_kt, stride_kh,
                         stride_vb, stride_vt, stride_vh, stride_bs, stride_os, stride_oh,
                         heads_q, group, tokens_per_split, num_splits,
@@ -125,37 +124,36 @@ def paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, conte
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
 
-    out_rows = out_ptr + seq.to(tl.int64) * stride_os + heads[:, None] * stride_oh + offs_d[None, :]
     if SPLIT:
-        # each split leaves (acc, m, l) of its tokens; the last split of the (sequence, KV head) to
-        # arrive combines them all in split order (bitwise the same whichever arrives last),
-        # out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s, and re-arms the counter: one
-        # launch, where a reduction kernel cost a second launch on the host and the GPU
-        first = (seq * heads_q + heads).to(tl.int64) * num_splits
-        tl.store(part_acc_ptr + (first + split)[:, None] * HEAD_DIM + offs_d[None, :], acc,
-                 mask=head_ok[:, None])
-        tl.store(part_max_ptr + first + split, m_i, mask=head_ok)
-        tl.store(part_sum_ptr + first + split, l_i, mask=head_ok)
-        tl.debug_barrier()   # every thread's partials are written before the release below
-        lock = lock_ptr + seq * tl.num_programs(1) + kv_h
-        if tl.atomic_add(lock, 1, sem="acq_rel") == num_splits - 1:
-            # .cg: the other splits' partials from L2, not a stale L1 line
-            big = tl.full([GROUP_ROWS], float("-inf"), tl.float32)
-            for s in range(0, num_splits):
-                big = tl.maximum(big, tl.load(part_max_ptr + first + s, mask=head_ok,
-                                              other=float("-inf"), cache_modifier=".cg"))
-            num = tl.zeros([GROUP_ROWS, HEAD_DIM], tl.float32)
-            den = tl.zeros([GROUP_ROWS], tl.float32)
-            for s in range(0, num_splits):   # finite big: split 0 holds the first token
-                m_s = tl.load(part_max_ptr + first + s, mask=head_ok, other=float("-inf"), cache_modifier=".cg")
-                w = tl.where(m_s > float("-inf"), tl.math.exp2(m_s - big), 0.0)
-                den += w * tl.load(part_sum_ptr + first + s, mask=head_ok, other=0.0, cache_modifier=".cg")
-                num += w[:, None] * tl.load(part_acc_ptr + (first + s)[:, None] * HEAD_DIM + offs_d[None, :],
-                                            mask=head_ok[:, None], other=0.0, cache_modifier=".cg")
-            tl.atomic_xchg(lock, 0)
-            tl.store(out_rows, (num / den[:, None]).to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+        part = (seq * heads_q + heads).to(tl.int64) * num_splits + split
+        tl.store(part_acc_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=head_ok[:, None])
+        tl.store(part_max_ptr + part, m_i, mask=head_ok)
+        tl.store(part_sum_ptr + part, l_i, mask=head_ok)
     else:
-        tl.store(out_rows, (acc / l_i[:, None]).to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+        out = acc / l_i[:, None]
+        tl.store(out_ptr + seq.to(tl.int64) * stride_os + heads[:, None] * stride_oh + offs_d[None, :],
+                 out.to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+
+
+@triton.jit
+def paged_decode_reduce_kernel(part_acc_ptr, part_max_ptr, part_sum_ptr, out_ptr,
+                               stride_os, stride_oh, heads_q, num_splits,
+                               HEAD_DIM: tl.constexpr, BLOCK_SPLITS: tl.constexpr):
+    """out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s over the splits of one head."""
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    splits = tl.arange(0, BLOCK_SPLITS)
+    ok = splits < num_splits
+    part = (seq * heads_q + head).to(tl.int64) * num_splits + splits
+    m = tl.load(part_max_ptr + part, mask=ok, other=float("-inf"))
+    l = tl.load(part_sum_ptr + part, mask=ok, other=0.0)
+    big = tl.max(m, 0)       # finite: split 0 holds the first token
+    w = tl.where(m > float("-inf"), tl.math.exp2(m - big), 0.0)
+    offs_d = tl.arange(0, HEAD_DIM)
+    acc = tl.load(part_acc_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], mask=ok[:, None], other=0.0)
+    out = tl.sum(acc * w[:, None], 0) / tl.sum(l * w, 0)
+    tl.store(out_ptr + seq.to(tl.int64) * stride_os + head * stride_oh + offs_d,
+             out.to(out_ptr.dtype.element_ty))
 
 
 # ---- the launcher -------------------------------------------------------------------------------
@@ -198,26 +196,26 @@ def split_workspace(num_seqs: int, heads_q: int, num_splits: int, head_dim: int)
 
 @dataclass
 class _DecodePlan:
-    """The planned launch of one key (_plans.py), with several splits over a fresh workspace
-    (split_workspace) and this stream's arrival counters per launch."""
-    main: _plans.Plan         # leading: the 6 tensors, with splits also the 3 workspace parts and the counters
-    workspace: tuple | None   # split_workspace(...), or None for one split
-    counters: int             # arrival counters a split launch uses (sequences x KV heads)
+    """The planned launches of one key (_plans.py): the main kernel, then with several splits
+    the reduction, over a fresh workspace (split_workspace) per launch."""
+    main: _plans.Plan         # leading: the 6 tensors, with splits also the 3 workspace parts
+    reduce: _plans.Plan | None   # leading: the 3 workspace parts and out
+    workspace: tuple | None   # split_workspace(...)
 
     def launch(self, stream: int, query, key_cache, value_cache, block_tables, context_lens, out):
         if out is None:
             out = torch.empty_like(query)
-        if self.workspace is None:
+        if self.reduce is None:
             self.main.launch(stream, query, key_cache, value_cache, block_tables, context_lens, out)
             return out
         elements, at_max, at_sum = self.workspace
-        # held until the launch is queued, then freed as the checked path's is: the caching
-        # allocator hands it out again only to work queued after it on this stream
+        # held until both are queued, then freed as the checked path's is: the caching allocator
+        # hands it out again only to work queued after them on this stream
         ws = torch.empty(elements, dtype=torch.float32, device=query.device)
         at = ws.data_ptr()
         parts = at, at + 4 * at_max, at + 4 * at_sum     # addresses: Triton's launcher takes ints
-        self.main.launch(stream, query, key_cache, value_cache, block_tables, context_lens, out, *parts,
-                         arrival_counters(query.device, self.counters))
+        self.main.launch(stream, query, key_cache, value_cache, block_tables, context_lens, out, *parts)
+        self.reduce.launch(stream, *parts, out)
         return out
 
 
@@ -318,13 +316,12 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
         elements, at_max, at_sum = workspace
         ws = torch.empty(elements, dtype=torch.float32, device=query.device)
         part_acc, part_max, part_sum = ws[:at_max], ws[at_max:at_sum], ws[at_sum:]
-        lock = arrival_counters(query.device, num_seqs * heads_kv)
     else:   # not touched when SPLIT is off
-        part_acc = part_max = part_sum = lock = torch.empty(1, dtype=torch.float32, device=query.device)
+        part_acc = part_max = part_sum = torch.empty(1, dtype=torch.float32, device=query.device)
     qk_scale = (default_scale(head_dim) if scale is None else scale) * LOG2E
     grid = (num_seqs, heads_kv, num_splits)
     args = (query, key_cache, value_cache, block_tables, context_lens, out, part_acc, part_max,
-            part_sum, lock, qk_scale,
+            part_sum, qk_scale,
             query.stride(0), query.stride(1), key_cache.stride(0), key_cache.stride(1),
             key_cache.stride(2), value_cache.stride(0), value_cache.stride(1), value_cache.stride(2),
             block_tables.stride(0), out.stride(0), out.stride(1),
@@ -335,10 +332,19 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     kernel = paged_decode_kernel[grid](*args, **consts, num_warps=cfg.num_warps,
                                        num_stages=cfg.num_stages, **dict(cfg.options))
     # with one split the (untouched) 1-element workspace stays in the plan; else it is per launch
-    main = _plans.record(paged_decode_kernel, kernel, grid, args, consts, 10 if split else 6) \
+    main = _plans.record(paged_decode_kernel, kernel, grid, args, consts, 9 if split else 6) \
         if plan_key is not None else None
-    if main is not None:
-        _PLANS.put(plan_key, _DecodePlan(main, workspace, num_seqs * heads_kv))
+    reduce = None
+    if split:
+        r_grid = (num_seqs, heads_q)
+        r_args = (part_acc, part_max, part_sum, out, out.stride(0), out.stride(1), heads_q, num_splits)
+        r_consts = {"HEAD_DIM": head_dim, "BLOCK_SPLITS": triton.next_power_of_2(num_splits)}
+        kernel = paged_decode_reduce_kernel[r_grid](
+            *r_args, **r_consts, num_warps=4 if head_dim * triton.next_power_of_2(num_splits) >= 4096 else 2)
+        reduce = _plans.record(paged_decode_reduce_kernel, kernel, r_grid, r_args, r_consts, 4) \
+            if main is not None else None
+    if main is not None and (reduce is not None or not split):
+        _PLANS.put(plan_key, _DecodePlan(main, reduce, workspace))
     return out
 
 
@@ -495,7 +501,7 @@ def _variants(arch) -> list[Variant]:
         t = "*" + fmt(dtype).triton_name
         sig = {"q_ptr": t, "k_cache_ptr": t, "v_cache_ptr": t, "block_tables_ptr": "*i32",
                "context_lens_ptr": "*i32", "out_ptr": t, "part_acc_ptr": "*fp32",
-               "part_max_ptr": "*fp32", "part_sum_ptr": "*fp32", "lock_ptr": "*i32", "qk_scale": "fp32",
+               "part_max_ptr": "*fp32", "part_sum_ptr": "*fp32", "qk_scale": "fp32",
                **{n: "i32" for n in ("stride_qs", "stride_qh", "stride_kb", "stride_kt", "stride_kh",
                                      "stride_vb", "stride_vt", "stride_vh", "stride_bs",
                                      "stride_os", "stride_oh", "heads_q", "group",
@@ -509,6 +515,14 @@ def _variants(arch) -> list[Variant]:
                     cfg.num_warps, cfg.num_stages, dict(cfg.options),
                     label=f"{dtype} d={head_dim} group={group} {'split' if split else 'whole'}",
                     divisible_by_16=DIVISIBLE))
+            rsig = {"part_acc_ptr": "*fp32", "part_max_ptr": "*fp32", "part_sum_ptr": "*fp32",
+                    "out_ptr": t, "stride_os": "i32", "stride_oh": "i32", "heads_q": "i32",
+                    "num_splits": "i32"}
+            out.append(Variant(paged_decode_reduce_kernel, rsig,
+                               {"HEAD_DIM": head_dim, "BLOCK_SPLITS": 8}, 2,
+                               label=f"{dtype} d={head_dim} reduce",
+                               divisible_by_16=("part_acc_ptr", "part_max_ptr", "part_sum_ptr",
+                                                "out_ptr", "stride_os", "stride_oh")))
     return out
 
 

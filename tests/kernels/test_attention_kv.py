@@ -27,7 +27,7 @@ from tests.support.launching import DEVICE, forbid_launches, needs_device
 @pytest.fixture
 def no_launch(monkeypatch):
     forbid_launches(monkeypatch, A_launcher, "attention_fwd_kernel")
-    forbid_launches(monkeypatch, P, "paged_decode_kernel")
+    forbid_launches(monkeypatch, P, "paged_decode_kernel", "paged_decode_reduce_kernel")
     forbid_launches(monkeypatch, K, "reshape_and_cache_kernel")
 
 

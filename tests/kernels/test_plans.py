@@ -135,7 +135,7 @@ def planning(monkeypatch):
     calls = []
     monkeypatch.setattr(_plans, "key", lambda tensors, scalars=(): _plans.metadata_key(tensors, scalars))
     monkeypatch.setattr(_plans, "stream", lambda key: 1234)
-    for module, names in ((R, ("rope_kernel",)), (P, ("paged_decode_kernel",))):
+    for module, names in ((R, ("rope_kernel",)), (P, ("paged_decode_kernel", "paged_decode_reduce_kernel"))):
         for name in names:
             monkeypatch.setattr(module, name, _Jit(getattr(module, name), calls))
     monkeypatch.setattr(R, "_PLANS", _plans.Plans())
@@ -193,7 +193,7 @@ def test_a_planned_paged_decode_passes_what_the_checked_one_passes(planning, spl
                                         scale=0.25, out=out)
 
     launch(args())
-    kernels = 1      # the last split to finish combines the splits: one launch either way
+    kernels = 2 if splits > 1 else 1
     assert len(P._PLANS) == 1 and len(planning) == kernels
     a = args()
     out = torch.empty_like(a[0])
@@ -208,14 +208,17 @@ def test_a_planned_paged_decode_passes_what_the_checked_one_passes(planning, spl
         assert p[1] == c[1] and p[2] == (1234, "function handle", (4, 1, 0), None, None, None)
     main_p, main_c = planned[0][3], checked[0][2]
     parts = (6, 7, 8)
-    if splits == 1:     # workspace and counters untouched: the plan keeps the first launch's stand-in
-        assert all(main_p[i].numel() == 1 and main_p[i].dtype == torch.float32 for i in parts + (9,))
-        _same(main_p, main_c, skip=parts + (9,))
+    if splits == 1:     # the workspace is not touched: the plan keeps the first launch's stand-in
+        assert all(main_p[i].numel() == 1 and main_p[i].dtype == torch.float32 for i in parts)
+        _same(main_p, main_c, skip=parts)
         return
     # the workspace is fresh per launch: its parts' places relative to its start, as addresses
     assert [main_p[i] - main_p[6] for i in parts] == [main_c[i].data_ptr() - main_c[6].data_ptr() for i in parts]
     assert all(main_p[i] % 16 == 0 for i in parts)
-    _same(main_p, main_c, skip=parts)     # the counters (9): this stream's, the same tensor
+    _same(main_p, main_c, skip=parts)
+    red_p, red_c = planned[1][3], checked[1][2]
+    assert red_p[:3] == main_p[6:9]
+    _same(red_p, red_c, skip=(0, 1, 2))
 
 
 def test_validated_paged_decode_is_never_planned(planning):

@@ -118,7 +118,7 @@ def test_planned_paged_decode_equals_checked_bit_for_bit(monkeypatch, num_seqs, 
     assert len(P._PLANS) == 1
     args = _paged_args(num_seqs, context, seed=2)
     with monkeypatch.context() as m:
-        forbid_launches(m, P, "paged_decode_kernel")
+        forbid_launches(m, P, "paged_decode_kernel", "paged_decode_reduce_kernel")
         planned = launch(args)
     P._PLANS.clear()
     checked = launch(args)
