@@ -1,16 +1,18 @@
 """GPU sweep of the attention launch configurations (a developer's tool, not a test).
 
-    python3 tools/sweep_attention.py [--case attention,attention_causal] [--index 0] [--json PATH]
+    python3 tools/sweep_attention.py [--case attention,attention_causal] [--index 0]
+                                     [--candidates all|1,3] [--json PATH]
 
 For each bench spec chosen, it times the kernel with the active table's configuration, each SDPA
 backend torch offers, and the other configurations worth trying on this arch (tile sizes, warps,
-stages, with and without TMA descriptors), each as the median of 30 repeats with L2 rotated
+stages, with and without TMA descriptors, and the TMA kernel's key loop warp-specialised), each as the median of 30 repeats with L2 rotated
 (portcheck.speed.timing). The table in portcheck/kernels/attention.py is set by hand from its output,
 citing the figures. Speed claims themselves come from `portcheck bench`, not from here.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from dataclasses import replace
@@ -18,6 +20,7 @@ from dataclasses import replace
 import torch
 
 from portcheck import cases
+from portcheck.facts.device import current_arch
 from portcheck.speed.timing import time_callables
 
 CANDIDATES = ((128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 3), (128, 64, 4, 3), (64, 128, 4, 3),
@@ -28,7 +31,7 @@ def _ms(fn) -> float:
     return time_callables([fn], repeats=30).stats.median_ms
 
 
-def sweep(name: str, index: int) -> dict:
+def sweep(name: str, index: int, candidates=CANDIDATES) -> dict:
     from portcheck.kernels import attention as A
     case = cases.get(name)
     spec = case.bench[index]
@@ -48,15 +51,15 @@ def sweep(name: str, index: int) -> dict:
                 found["sdpa"][bname] = tflops(_ms(fn))
             except Exception as exc:   # a backend that does not take these inputs
                 found["sdpa"][bname] = type(exc).__name__
-    table = A.ATTENTION_CONFIGS[A.active_family()][spec["head_dim"]]
-    for bm, bn, warps, stages in CANDIDATES:
-        for tma in (True, False):
-            cfg = replace(table, block_m=bm, block_n=bn, num_warps=warps, num_stages=stages, tma=tma)
-            label = f"{bm}x{bn} w{warps} s{stages} tma={tma}"
-            try:
-                found["configs"][label] = tflops(_ms(run(cfg, tma)))
-            except Exception as exc:   # a configuration that does not build or fit
-                found["configs"][label] = type(exc).__name__
+    table = A.arch_configs(current_arch())[spec["head_dim"]]
+    for (bm, bn, warps, stages), (tma, ws) in itertools.product(
+            candidates, ((True, False), (True, True), (False, False))):
+        cfg = replace(table, block_m=bm, block_n=bn, num_warps=warps, num_stages=stages, tma=tma, ws=ws)
+        label = f"{bm}x{bn} w{warps} s{stages} tma={tma} ws={ws}"
+        try:
+            found["configs"][label] = tflops(_ms(run(cfg, tma)))
+        except Exception as exc:   # a configuration that does not build or fit
+            found["configs"][label] = type(exc).__name__
     return found
 
 
@@ -64,12 +67,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--case", default="attention,attention_causal")
     p.add_argument("--index", default="0", help="comma list of bench spec indices")
+    p.add_argument("--candidates", default="all", help="comma list of indices into CANDIDATES, or all")
     p.add_argument("--json")
     a = p.parse_args(argv)
+    picked = CANDIDATES if a.candidates == "all" else [CANDIDATES[int(i)] for i in a.candidates.split(",")]
     rows = []
     for name in a.case.split(","):
         for index in (int(i) for i in a.index.split(",")):
-            r = sweep(name, index)
+            r = sweep(name, index, picked)
             rows.append(r)
             print(json.dumps(r))
             if a.json:

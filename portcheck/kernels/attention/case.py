@@ -272,8 +272,10 @@ def descriptor_variants(arch, causal: bool) -> list[Variant]:
                    "qk_scale": "fp32", "heads_q": "i32", "group": "i32", "seq_k": "i32"}
             out.append(Variant(attention_fwd_tma_kernel, sig,
                                {"HEAD_DIM": head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
-                                "CAUSAL": causal}, cfg.num_warps, cfg.num_stages, dict(cfg.options),
-                               label=f"{dtype} d={head_dim} {'causal' if causal else 'full'} tma"))
+                                "CAUSAL": causal, "WARP_SPEC": cfg.ws}, cfg.num_warps, cfg.num_stages,
+                               dict(cfg.options),
+                               label=f"{dtype} d={head_dim} {'causal' if causal else 'full'} tma"
+                                     + (" ws" if cfg.ws else "")))
     return out
 
 

@@ -119,11 +119,12 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, qk_scale,
 @triton.jit
 def _attend_key_tiles_tma(acc, l_i, m_i, q, k_desc, v_desc, b, kv_h, offs_m, lo, hi, seq_k,
                           qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
-                          MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+                          MASKED: tl.constexpr, CAUSAL: tl.constexpr, WARP_SPEC: tl.constexpr):
     """Fold key tiles [lo, hi) into (acc, l, m) through tensor descriptors (TMA); rows past the
-    sequence arrive as zeros, so only the scores need a mask."""
+    sequence arrive as zeros, so only the scores need a mask. WARP_SPEC asks Triton to split the
+    loop's loads, MMAs and softmax into warp-specialised partitions."""
     offs_n = tl.arange(0, BLOCK_N)
-    for start_n in range(lo, hi, BLOCK_N):
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = k_desc.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         p, m_i, l_i, acc = _online_softmax(tl.dot(q, k.T), m_i, l_i, acc, start_n + offs_n, offs_m,
@@ -136,7 +137,7 @@ def _attend_key_tiles_tma(acc, l_i, m_i, q, k_desc, v_desc, b, kv_h, offs_m, lo,
 @triton.jit
 def attention_fwd_tma_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, heads_q, group, seq_k,
                              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                             CAUSAL: tl.constexpr):
+                             CAUSAL: tl.constexpr, WARP_SPEC: tl.constexpr = False):
     """Loads and stores through 4-D tensor descriptors [batch, heads, seq, head_dim] (NVIDIA
     sm_90+: TMA copies straight into shared memory, no address registers); the store clips the
     rows past seq_q."""
@@ -148,9 +149,11 @@ def attention_fwd_tma_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, heads_q, 
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     full_end, end = _key_ranges(start_m, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
     acc, l_i, m_i = _attend_key_tiles_tma(acc, l_i, m_i, q, k_desc, v_desc, b, kv_h, offs_m, 0,
-                                          full_end, seq_k, qk_scale, HEAD_DIM, BLOCK_N, False, CAUSAL)
+                                          full_end, seq_k, qk_scale, HEAD_DIM, BLOCK_N, False, CAUSAL,
+                                          WARP_SPEC)
     acc, l_i, m_i = _attend_key_tiles_tma(acc, l_i, m_i, q, k_desc, v_desc, b, kv_h, offs_m,
-                                          full_end, end, seq_k, qk_scale, HEAD_DIM, BLOCK_N, True, CAUSAL)
+                                          full_end, end, seq_k, qk_scale, HEAD_DIM, BLOCK_N, True, CAUSAL,
+                                          WARP_SPEC)
     out = (acc / l_i[:, None]).to(q.dtype)
     o_desc.store([b, h, start_m, 0], out.reshape(1, 1, BLOCK_M, HEAD_DIM))
 

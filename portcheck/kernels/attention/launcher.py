@@ -31,11 +31,13 @@ class Config:
     num_stages: int
     options: dict = field(default_factory=dict)   # AMD compiler knobs (waves_per_eu, ...)
     tma: bool = False     # load and store through tensor descriptors (NVIDIA sm_90+)
+    ws: bool = False      # warp-specialised key loop (the TMA kernel; Triton documents Blackwell)
 
 
 def _config(entry: dict) -> Config:
     bm, bn = entry["block"]
-    return Config(bm, bn, entry["warps"], entry["stages"], amd_options(entry), entry.get("tma", False))
+    return Config(bm, bn, entry["warps"], entry["stages"], amd_options(entry), entry.get("tma", False),
+                  entry.get("ws", False))
 
 
 def arch_configs(arch: Arch) -> dict[int, Config]:
@@ -151,7 +153,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
             TensorDescriptor.from_tensor(v, kv_block), TensorDescriptor.from_tensor(out, q_block),
             qk_scale, heads_q, heads_q // heads_kv, seq_k,
             HEAD_DIM=head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.options)
+            WARP_SPEC=cfg.ws, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.options)
         return out
     attention_fwd_kernel[grid](
         q, k, v, out, qk_scale,
