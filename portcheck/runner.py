@@ -72,7 +72,8 @@ def synchronize(target_name: str) -> None:
 
 class PhaseClock:
     """Seconds per phase of one check. The first launch of the check counts as "compile" (it
-    JIT-compiles the kernel); once a failure is seen, everything counts as "shrink"."""
+    JIT-compiles the kernel); once a failure is seen, everything counts as "shrink" (the runner
+    then records the search's wall time from there, the gaps between examples included)."""
 
     def __init__(self, target_name: str | None = None):
         self.target_name = target_name   # None: a clock that records nothing
@@ -282,6 +283,11 @@ class _Search:
 
     failing_metrics: dict = field(default_factory=dict)   # the failing example's own metrics
     shrink_started: float | None = None   # time.monotonic() at the first example after a failure
+    shrink_ended: float | None = None     # ... and when the search ended
+
+    def end_search(self) -> None:
+        if self.shrink_started is not None and self.shrink_ended is None:
+            self.shrink_ended = time.monotonic()
 
     def observe(self, comps: list[Comparison]) -> None:
         if self.failing is None:  # report the formula in force where it failed, else the last
@@ -454,6 +460,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                         if index not in search.configs_run:
                             prop({**search.first_run, forcing.CONFIG_KEY: index})
     except ShrinkStopped:   # the smallest failing input so far is the one reported
+        search.end_search()
         stopped = f"shrinking stopped at the time limit after {search.examples} examples"
         if search.failing is not None:
             report_failure()
@@ -462,14 +469,20 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             search.failing = search.faulting
         result.message += f" ({stopped})"
     except CaseFailed:
+        search.end_search()
         report_failure()
     except Exception as exc:  # a kernel, launcher or oracle fault fails this case only
+        search.end_search()
         result.verdict, result.message = "error", _error_message(_first_cause(exc))
         search.failing = search.failing or search.current
     if search.not_here and search.examples == 0 and result.verdict in ("pass", "error"):
         # --as-arch: no input could run on the local device (hypothesis gave up, or the replay)
         result.verdict, result.message = "skip", "; ".join(search.not_here)
     result.examples = search.examples
+    if search.shrink_ended is not None and clock.target_name is not None:
+        # everything after the failure was shrinking, hypothesis's own time between examples too:
+        # the wall time that the shrink budget is spent against, not only the timed launches
+        clock.seconds["shrink"] = search.shrink_ended - search.shrink_started
     result.phases = clock.rounded()
     # a failure's numbers are those of the input it reports (its replay prints the same), not the
     # largest over every input the search tried on its way there
