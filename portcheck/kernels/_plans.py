@@ -104,7 +104,7 @@ class Plan:
 _PARAMS: dict = {}
 
 
-def _params(jitfn) -> dict:
+def parameters(jitfn) -> dict:
     """{parameter: default} of a @triton.jit function, in declaration order."""
     fn = jitfn.fn        # (a JITFunction hashes by its source's cache key: the function by id)
     if fn not in _PARAMS:
@@ -118,7 +118,7 @@ def record(jitfn, kernel, grid: tuple, args: tuple, constexprs: dict, leading: i
     where `kernel` is not a compiled kernel (the interpreter's launch returns none)."""
     if not hasattr(kernel, "packed_metadata"):
         return None
-    defaults = _params(jitfn)
+    defaults = parameters(jitfn)
     full = {**defaults, **dict(zip(defaults, args)), **constexprs}
     if len(full) != len(defaults) or len(args) < leading \
             or any(v is inspect.Parameter.empty for v in full.values()):

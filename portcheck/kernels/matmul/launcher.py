@@ -3,7 +3,6 @@ that refuse bad input before launch, and the launch itself (one configuration, o
 from __future__ import annotations
 
 import fnmatch
-import inspect
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -315,9 +314,7 @@ def _time_candidate(kernel_call, quantiles):
 # of a metadata key records the compiled kernel and its argument list, and later launches with
 # that key go straight to the compiled kernel's launcher with the new tensors.
 
-PLAN_LIMIT = 4096                    # keys kept (a long-running server's distinct shapes)
-_PLANS: dict = {}
-_TENSOR_ARGS = ("a_ptr", "b_ptr", "c_ptr", "bias_ptr", "scale_a_ptr", "scale_b_ptr")
+_PLANS = plans.Plans()
 
 
 def _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config):
@@ -330,10 +327,10 @@ def _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config):
 
 @dataclass
 class _Plan:
-    run: object              # the compiled kernel's launcher
-    function: object
-    metadata: object
-    grid: tuple
+    """A planned matmul: the compiled kernel (`plans.Plan`, every argument given per launch) and
+    what each launch makes fresh: the output when none is given, split-K's workspace and this
+    stream's arrival counters."""
+    kernel: plans.Plan
     values: list             # every kernel argument in declaration order (tensors replaced per call)
     out_shape: tuple
     out_dtype: torch.dtype
@@ -350,20 +347,18 @@ class _Plan:
             values[at] = torch.empty(elements, dtype=dtype, device=a.device)
         if self.locks is not None:
             values[self.locks[0]] = arrival_counters(a.device, self.locks[1])
-        self.run(*self.grid, current_stream(a.device), self.function, self.metadata, None, None, None, *values)
+        self.kernel.launch(current_stream(a.device), *values)
         return out
-
-
-_DEFAULTS = {name: p.default for name, p in inspect.signature(matmul_kernel.fn).parameters.items()}
 
 
 def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, m: int, n: int, k: int,
                  tiles: int) -> None:
     """Keeps what the first launch of `key` did, once its kernel is compiled."""
-    if key is None or chosen is None or len(_PLANS) >= PLAN_LIMIT or not hasattr(kernel, "packed_metadata"):
+    if key is None or chosen is None or len(_PLANS) >= _PLANS.limit or not hasattr(kernel, "packed_metadata"):
         return
-    names = list(_DEFAULTS)
-    full = {**_DEFAULTS, **dict(zip(names, args)), **consts, **chosen}
+    defaults = plans.parameters(matmul_kernel)
+    names = list(defaults)
+    full = {**defaults, **dict(zip(names, args)), **consts, **chosen}
     full["EVEN_K"] = k % full["BLOCK_K"] == 0
     full["M_FITS"], full["N_FITS"] = m >= full["BLOCK_M"], n >= full["BLOCK_N"]
     full["SPLIT_K"] = split_k(m, n, k, full["BLOCK_M"], full["BLOCK_N"], full["BLOCK_K"], _units(args[0].device))
@@ -374,9 +369,9 @@ def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, m: int, n
         ws = (names.index("ws_ptr"), w.numel(), w.dtype)
         locks = (names.index("lock_ptr"), tiles)
     grid = (triton.cdiv(m, full["BLOCK_M"]) * triton.cdiv(n, full["BLOCK_N"]) * full["SPLIT_K"], 1, 1)
-    run = kernel.run    # (a property: loads the kernel's handles first)
-    _PLANS[key] = _Plan(run, kernel.function, kernel.packed_metadata, grid, values, tuple(args[2].shape),
-                        args[2].dtype, ws, locks)
+    # kernel.run is a property: it loads the kernel's handles first
+    compiled = plans.Plan(kernel.run, kernel.function, kernel.packed_metadata, grid, ())
+    _PLANS.put(key, _Plan(compiled, values, tuple(args[2].shape), args[2].dtype, ws, locks))
 
 
 # ---- the launcher --------------------------------------------------------------------------
@@ -420,7 +415,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     it the autotuner chooses. Bad input raises ValueError before anything launches.
     """
     key = _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config)
-    plan = _PLANS.get(key) if key is not None else None
+    plan = _PLANS.get(key)
     if plan is not None:
         return plan.launch(a, b, out, bias, scale_a, scale_b)
     for t, what in ((a, "a"), (b, "b")):
