@@ -2,12 +2,12 @@
 
     python3 tools/sweep_launch.py [--case softmax,rmsnorm] [--per-thread 4,8,16,32]
                                   [--elems 2048,4096,8192,16384] [--most 16,32]
-                                  [--const PROGRAMS_PER_SM=1,2,4] [--json PATH]
+                                  [--const PROGRAMS_PER_SM=1,2,4 [--const ...]] [--json PATH]
 
 For each case and each of its bench specs, it overrides the two knobs every row/tile launcher
 reads from its module (the tile size, `ELEMS_PER_PROGRAM` or the module's own name for it, and
 the elements per thread that `num_warps_for` turns into num_warps), and any other module
-constant named with --const (skipped for modules without it), times one launch with
+constant named with --const (repeatable: every combination; skipped for modules without it), times one launch with
 triton.testing.do_bench (median, L2 flushed), and prints the fraction of copy bandwidth measured
 at the start of the run. The fastest row per spec is marked; the chosen values go into the
 kernel modules by hand, with the figure that justified them.
@@ -61,7 +61,8 @@ def main(argv=None) -> int:
     p.add_argument("--per-thread", default="4,8,16,32")
     p.add_argument("--elems", default="2048,4096,8192,16384")
     p.add_argument("--most", default="16,32")
-    p.add_argument("--const", default="", help="NAME=v1,v2: also sweep this module constant")
+    p.add_argument("--const", action="append", default=[],
+                   help="NAME=v1,v2: also sweep this module constant (repeat for more)")
     p.add_argument("--json")
     a = p.parse_args(argv)
     copy = measure_copy()["gbs"]
@@ -77,32 +78,32 @@ def main(argv=None) -> int:
             label = " ".join(f"{k}={v}" for k, v in spec.items() if k != "seed")
             args = case.make(spec, "cuda")    # once per spec: launch parameters do not change it
             found = []
-            const_name, _, const_values = a.const.partition("=")
-            if not hasattr(mod, const_name or "-"):
-                const_name = None
-            default_const = getattr(mod, const_name) if const_name else None
-            for pt, tile, most, cv in itertools.product(
+            consts = [(n, _ints(v)) for n, _, v in (c.partition("=") for c in a.const) if hasattr(mod, n)]
+            defaults = {n: getattr(mod, n) for n, _ in consts}
+            for pt, tile, most, *values in itertools.product(
                     _ints(a.per_thread), _ints(a.elems) if tile_name else [None], _ints(a.most),
-                    _ints(const_values) if const_name else [None]):
+                    *(v for _, v in consts)):
+                chosen = dict(zip((n for n, _ in consts), values))
                 mod.num_warps_for = (lambda e, w, pt=pt, m=most, **_: original(e, w, per_thread=pt, most=m))
                 if tile_name:
                     setattr(mod, tile_name, tile)
-                if const_name:
-                    setattr(mod, const_name, cv)
+                for n, v in chosen.items():
+                    setattr(mod, n, v)
                 try:
                     ms, nbytes = _time(case, args)
                     frac = nbytes / (ms * 1e6) / copy
                     found.append({"case": name, "spec": label, "per_thread": pt, "tile": tile, "most": most,
-                                  "const": f"{const_name}={cv}" if const_name else "", "ms": ms, "of_copy": frac})
+                                  "const": " ".join(f"{n}={v}" for n, v in chosen.items()), "ms": ms,
+                                  "of_copy": frac})
                 except Exception as exc:   # a config that does not build or run: say so, go on
-                    print(f"  {name} pt={pt} tile={tile} most={most}: {type(exc).__name__}: "
+                    print(f"  {name} pt={pt} tile={tile} most={most} {chosen}: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:120]}")
                 finally:
                     mod.num_warps_for = original
                     if tile_name:
                         setattr(mod, tile_name, default_tile)
-                    if const_name:
-                        setattr(mod, const_name, default_const)
+                    for n, v in defaults.items():
+                        setattr(mod, n, v)
             best = max(found, key=lambda r: r["of_copy"], default=None)
             for r in found:
                 r["best"] = r is best
