@@ -21,8 +21,10 @@ ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill 
 # elements per thread of the one-read kernel: 4 warps for a 4096-column bf16 row reach
 # 0.94 of copy on the H200 against 0.76 at 16 warps (tools/sweep_launch.py, 2026-11-30)
 ROW_ELEMS_PER_THREAD = 32
-LOOP_BLOCK = 8192          # chunk of the long-row loops
-LOOP_PER_THREAD = 8        # chunk elements per thread: 8192 -> 32 warps (NVIDIA), 16 wavefronts (CDNA)
+# chunk of the looped kernel: bf16 4096 x 131072 on the H200 at 32 warps, 0.687 of copy; 0.660 at 8192, 0.241 at 32768 (spills)
+# (tools/sweep_launch.py --const LOOP_BLOCK=8192,16384,32768, 2026-12-02)
+LOOP_BLOCK = 16384
+LOOP_PER_THREAD = 8        # chunk elements per thread, within 32 warps (NVIDIA), 16 wavefronts (CDNA)
 # Long rows: programs per SM/CU of the persistent grid. Each program has one row in flight,
 # read twice: 132 SMs x 1 x 256 KB (bf16, 131072 columns) fits the H200's 50 MB L2 for the
 # second read. Measured there (reports/examples/sweeps-h200/launch_long_rows.json): 1, 2 and 4
