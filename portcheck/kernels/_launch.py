@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from ..facts.device import compute_units, interpreted
+from ..facts.device import compute_units, current_arch, interpreted
 
 
 def num_warps_for(elements: int, warp: int, per_thread: int = 8, most: int = 16) -> int:
@@ -83,3 +83,22 @@ def arrival_counters(device, n: int) -> torch.Tensor:
     if counters is None or counters.numel() < n:
         counters = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     return counters
+
+
+def descriptors_supported(arch=None) -> bool:
+    """Host tensor descriptors (TMA) on an arch (the active device's by default): NVIDIA sm_90+,
+    and the interpreter."""
+    arch = arch or current_arch()
+    return arch.is_interpreter or (arch.backend == "cuda" and arch.triton_arch >= 90)
+
+
+def descriptor_obstacle(*tensors) -> str | None:
+    """Why these tensors cannot be read through TMA descriptors, or None."""
+    for t in tensors:
+        if t.data_ptr() % 16:
+            return "a tensor's data is not 16-byte aligned"
+        if any((st * t.element_size()) % 16 for st in t.stride()[:-1]):
+            return f"strides {t.stride()} are not all multiples of 16 bytes"
+        if max(t.shape) >= 2**31:
+            return "a dimension exceeds 2^31"
+    return None

@@ -13,6 +13,7 @@ from ...facts.archs import Arch
 from ...facts.device import current_arch
 from ...oracles.attention import default_scale
 from .._configs import amd_options, family_table, load
+from .._launch import descriptor_obstacle, descriptors_supported
 from .kernel import attention_fwd_kernel, attention_fwd_tma_kernel
 
 LOG2E = 1.4426950408889634
@@ -46,24 +47,6 @@ def arch_configs(arch: Arch) -> dict[int, Config]:
 
 
 MIN_BLOCK_N = min(e["block"][1] for table in load("attention").values() for e in table.values())
-
-
-def descriptors_supported() -> bool:
-    """Host tensor descriptors (TMA) on the active device: NVIDIA sm_90+, and the interpreter."""
-    arch = current_arch()
-    return arch.is_interpreter or (arch.backend == "cuda" and arch.triton_arch >= 90)
-
-
-def descriptor_obstacle(*tensors) -> str | None:
-    """Why these tensors cannot be read through TMA descriptors, or None."""
-    for t in tensors:
-        if t.data_ptr() % 16:
-            return "a tensor's data is not 16-byte aligned"
-        if any((st * t.element_size()) % 16 for st in t.stride()[:-1]):
-            return f"strides {t.stride()} are not all multiples of 16 bytes"
-        if max(t.shape) >= 2**31:
-            return "a dimension exceeds 2^31"
-    return None
 
 
 # ---- the launcher -------------------------------------------------------------------------------
