@@ -117,3 +117,28 @@ def test_planned_launches_equal_the_first_launch_bit_for_bit(m, n, k, dtype, bia
     assert shifted.stride() == a.stride()
     assert launcher._plan_key(shifted, b, None, bias_t, "none", None, None, None, None) != \
         launcher._plan_key(a, b, None, bias_t, "none", None, None, None, None)
+
+
+@pytest.mark.parametrize("m,n,k,dtype,b_kmajor", [(4000, 4104, 4104, "bf16", False), (4096, 4104, 4096, "fp16", True),
+                                                   (333, 200, 96, "bf16", False), (4096, 4096, 4104, "bf16", True)])
+def test_tma_launches_agree_with_float64(monkeypatch, m, n, k, dtype, b_kmajor):
+    """Where the arch reads tiles through tensor descriptors (sm_90a, sm_100a), aligned wide
+    16-bit launches take matmul_tma_kernel (M, N, K tails zero-filled by the copy engine) and
+    stay within the accumulation bound of float64."""
+    from portcheck.kernels.matmul import launcher
+    if not launcher.tma_arch(current_arch()):
+        pytest.skip(f"{current_arch().name} runs no TMA matmul")
+    seen = []
+    real = launcher._launch_tma
+    monkeypatch.setattr(launcher, "_launch_tma", lambda key, layout, *rest: seen.append(layout) or real(key, layout, *rest))
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    t = mm.FLOAT_DTYPES[dtype]
+    a = torch.randn(m, k, device="cuda", generator=g).to(t)
+    b = (torch.randn(n, k, device="cuda", generator=g).to(t).t() if b_kmajor
+         else torch.randn(k, n, device="cuda", generator=g).to(t))
+    c = mm.matmul(a, b)
+    assert seen == [mm.TmaLayout(b_kmajor, True)]
+    rows = slice(m - ROWS, m)   # the last rows: the tile the descriptors zero-fill past M
+    ref, bound, text = _bound(a[rows], b, c[rows], dtype)
+    err = (c[rows].double() - ref).abs()
+    assert (err <= bound).all(), f"worst err/bound {float((err / bound).max()):.3g}; {text}"

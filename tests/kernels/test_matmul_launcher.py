@@ -30,7 +30,8 @@ def on_arch(monkeypatch):
         monkeypatch.setattr(mm_launcher, "current_arch", lambda: ARCHS[arch])
         monkeypatch.setattr(mm_case, "current_arch", lambda: ARCHS[arch])
         monkeypatch.setattr(mm_launcher, "_kernel", _NoLaunch())
-        monkeypatch.setattr(mm_launcher, "_autotuned", lambda *a: _NoLaunch())
+        monkeypatch.setattr(mm_launcher, "matmul_tma_kernel", _NoLaunch())
+        monkeypatch.setattr(mm_launcher, "_autotuned", lambda *a, **k: _NoLaunch())
     return use
 
 
@@ -288,8 +289,10 @@ def test_misaligned_operands_are_repacked_only_for_a_compute_bound_launch(monkey
     class Recorder:
         def __getitem__(self, grid):
             return lambda *args, **kw: seen.append(args[:2])
-    monkeypatch.setattr(mm_launcher, "_autotuned", lambda *a: Recorder())
+    monkeypatch.setattr(mm_launcher, "_autotuned", lambda *a, **k: Recorder())
     monkeypatch.setattr(mm_launcher, "_kernel", Recorder())
+    # the pointer kernel's operands (descriptors would wrap them: test_tma_* below)
+    monkeypatch.setattr(mm_launcher, "tma_layout", lambda *a: None)
     for m in (256, 1):
         a, b = torch.randn(m, 97).half(), torch.randn(97, 201).half()
         mm.matmul(a, b)
@@ -302,3 +305,71 @@ def test_misaligned_operands_are_repacked_only_for_a_compute_bound_launch(monkey
     aligned = torch.randn(256, 96).half(), torch.randn(96, 200).half()
     mm.matmul(*aligned)
     assert seen[-1][0] is aligned[0] and seen[-1][1] is aligned[1]
+
+
+def _tma_launches(monkeypatch) -> list:
+    """The TmaLayouts of the launches that take matmul_tma_kernel from here on (they still run)."""
+    seen = []
+    real = mm_launcher._launch_tma
+
+    def spy(key, layout, *rest):
+        seen.append(layout)
+        return real(key, layout, *rest)
+    monkeypatch.setattr(mm_launcher, "_launch_tma", spy)
+    return seen
+
+
+@pytest.mark.parametrize("arch,runs", [("sm_90a", True), ("sm_100a", True), ("sm_120", False),
+                                       ("sm_80", False), ("gfx942", False)])
+def test_tma_runs_only_where_descriptors_feed_a_shared_memory_matrix_unit(arch, runs):
+    a, b = torch.randn(256, 64).half(), torch.randn(64, 128).half()
+    out = torch.empty(256, 128).half()
+    assert (mm_launcher.tma_layout(ARCHS[arch], "fp16", a, b, out, 256, None) is not None) == runs
+
+
+@pytest.mark.parametrize("what,a,b,out,layout", [
+    ("B row-major", (256, 64), (64, 128), (256, 128), mm.TmaLayout(False, True)),
+    ("B K-major", (256, 64), "t(128, 64)", (256, 128), mm.TmaLayout(True, True)),
+    ("C rows 2 bytes apart", (256, 64), (64, 128), "s(256, 129)", mm.TmaLayout(False, False)),
+    ("A rows 2 bytes apart", "s(256, 65)", (64, 128), (256, 128), None),
+    ("B rows 2 bytes apart", (256, 64), "s(64, 129)", (256, 128), None),
+    ("A K-major", "t(64, 256)", (64, 128), (256, 128), None),
+    ("skinny M", (32, 64), (64, 128), (32, 128), None),
+])
+def test_tma_layout_follows_the_strides(what, a, b, out, layout):
+    """TMA needs unit stride along A's K, along B's N or K, and 16-byte aligned row strides;
+    C goes through a descriptor only when its rows are aligned too, else through pointers."""
+    def make(spec):
+        if isinstance(spec, tuple):
+            return torch.empty(spec).half()
+        shape = tuple(int(v) for v in spec[2:-1].split(","))
+        if spec[0] == "t":      # the transpose of a contiguous buffer
+            return torch.empty(shape).half().t()
+        return torch.empty(shape).half()[:, :shape[1] - 1]   # a column short: rows 2 bytes off 16
+    a, b, out = make(a), make(b), make(out)
+    got = mm_launcher.tma_layout(ARCHS["sm_90a"], "fp16", a, b, out, a.shape[0], None)
+    assert got == layout, what
+
+
+@needs_interpreter
+@pytest.mark.parametrize("m,n,k", [(64, 48, 32), (100, 88, 72), (97, 200, 40), (40, 24, 136)])
+@pytest.mark.parametrize("b_kmajor", [False, True])
+@pytest.mark.parametrize("c_aligned", [True, False])
+def test_tma_kernel_equals_the_pointer_kernel_on_every_tail(monkeypatch, m, n, k, b_kmajor, c_aligned):
+    """matmul_tma_kernel on the interpreter, with M, N and K tails the descriptors zero-fill, B
+    either way and C through a descriptor or through masked pointers, with a bias and gelu:
+    bitwise the pointer kernel's result (the same tiles summed in the same order)."""
+    torch.manual_seed(m * n + k)
+    a = torch.randn(m, k).half()
+    b = torch.randn(n, k).half().t() if b_kmajor else torch.randn(k, n).half()
+    bias = torch.randn(n).half()
+    n_c = n if c_aligned else n + 1
+    if c_aligned and (n * 2) % 16:
+        pytest.skip("C rows not 16-byte aligned at this N")
+    seen = _tma_launches(monkeypatch)
+    got = mm.matmul(a, b, bias=bias, activation="gelu", out=torch.empty(m, n_c).half()[:, :n])
+    assert len(seen) == 1 and seen[0] == mm.TmaLayout(b_kmajor, c_aligned)
+    monkeypatch.setattr(mm_launcher, "tma_layout", lambda *args: None)
+    want = mm.matmul(a, b, bias=bias, activation="gelu", out=torch.empty(m, n_c).half()[:, :n])
+    assert len(seen) == 1
+    assert torch.equal(got, want)

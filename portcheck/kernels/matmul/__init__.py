@@ -9,6 +9,9 @@ narrower than one tile, indices wrap instead. Whole K slices load unmasked and t
 masked. When the tiles leave SMs / CUs idle (skinny M), SPLIT_K programs share a tile's K and the
 last to finish sums their partial tiles in split order (deterministic). A compute-bound launch
 copies operands whose rows are not 16-byte aligned (K = 4097) into aligned K-major rows first.
+On NVIDIA sm_90+ a 16-bit launch of wide tiles without split-K whose operands are 16-byte
+aligned reads its tiles through tensor descriptors instead (matmul_tma_kernel): the copy engine
+zero-fills past M, N and K, so that kernel has no tails and no tile that moves back.
 On a GPU the first launch of an arguments' metadata records a plan, and later ones launch the
 compiled kernel directly (launcher.py).
 
@@ -33,13 +36,13 @@ class; the autotuner times the ones whose shared memory fits the device.
 kernel.py holds the @triton.jit source, launcher.py the configurations, checks and launch,
 case.py the Cases (registered when this package is imported) and their tolerance model.
 """
-from .case import FP8_MMA_K, accumulation_bound
-from .kernel import matmul_kernel
-from .launcher import (FLOAT_DTYPES, FP8_DTYPES, FP8_OUT, MBARRIER_BYTES, NARROW_M, Config,
-                       alignment_hints, arch_configs, config_table, configs, dtype_class,
-                       k_major_only, matmul, shared_bytes, vendor)
+from .case import FP8_MMA_K, accumulation_bound, tma_variants
+from .kernel import matmul_kernel, matmul_tma_kernel
+from .launcher import (FLOAT_DTYPES, FP8_DTYPES, FP8_OUT, MBARRIER_BYTES, NARROW_M, TMA_DTYPES, Config,
+                       TmaLayout, alignment_hints, arch_configs, config_table, configs, dtype_class,
+                       k_major_only, matmul, shared_bytes, tma_layout, vendor)
 
 __all__ = ["FLOAT_DTYPES", "FP8_DTYPES", "FP8_MMA_K", "FP8_OUT", "MBARRIER_BYTES", "NARROW_M",
-           "Config", "accumulation_bound", "alignment_hints", "arch_configs", "config_table",
-           "configs", "dtype_class", "k_major_only", "matmul", "matmul_kernel", "shared_bytes",
-           "vendor"]
+           "TMA_DTYPES", "Config", "TmaLayout", "accumulation_bound", "alignment_hints", "arch_configs",
+           "config_table", "configs", "dtype_class", "k_major_only", "matmul", "matmul_kernel",
+           "matmul_tma_kernel", "shared_bytes", "tma_layout", "tma_variants", "vendor"]

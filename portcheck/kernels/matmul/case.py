@@ -17,9 +17,9 @@ from ...facts.numerics import ERF_ULP, EXP_ULP, U_ADD, U_FP22, U_TF32
 from ...oracles.matmul import ACTIVATIONS, abs_product, int_matmul
 from ...oracles.matmul import matmul as matmul_ref
 from ...tolerance import Tolerance, exact
-from .kernel import matmul_kernel
+from .kernel import matmul_kernel, matmul_tma_kernel
 from .launcher import (FLOAT_DTYPES, FP8_DTYPES, FP8_OUT, INT_ACTIVATIONS, NARROW_M, Config,
-                       arch_configs, configs, k_major_only, matmul)
+                       arch_configs, configs, k_major_only, matmul, tma_arch)
 
 FP8_MMA_K = 32             # k of one fp8 MMA instruction (wgmma / mma.sync m16n8k32)
 
@@ -400,6 +400,34 @@ def _variant(arch, dtype: str, out: str, cfg: Config, *, b_col: bool, bias: bool
     return Variant(matmul_kernel, sig, consts, cfg.num_warps, cfg.num_stages, dict(cfg.options),
                    label=f"{dtype} {cfg.label} out={out}{' B col-major' if b_col else ''}{epilogue}",
                    divisible_by_16=tuple(n for n in _DIVISIBLE if sig[n] != "constexpr"))
+
+
+def tma_variants(arch: Arch, dtypes=("bf16",)) -> list[Variant]:
+    """The matmul_tma_kernel launches of an arch that runs it (launcher.tma_arch: sm_90a,
+    sm_100a): every wide configuration of the dtype, B row-major and C through a descriptor, as
+    a bench-sized launch makes them. Kept apart from the case's variants: portcheck compile
+    declares stand-in arguments from a signature and has none for tensordesc<...> yet;
+    tests/kernels/test_matmul_compile.py builds these."""
+    if arch.is_interpreter or not tma_arch(arch):
+        return []
+    out = []
+    for dtype in dtypes:
+        t = fmt(dtype).triton_name
+        for cfg in arch_configs(arch, dtype, arch.shared_per_block):
+            if cfg.block_m <= NARROW_M:
+                continue
+            bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
+            sig = {"a_desc": f"tensordesc<{t}[{bm}, {bk}]>", "b_desc": f"tensordesc<{t}[{bk}, {bn}]>",
+                   "c": f"tensordesc<{t}[{bm}, {bn}]>", "M": "i32", "N": "i32", "K": "i32", "stride_cm": "i32"}
+            consts = {"bias_ptr": None, "scale_a_ptr": None, "scale_b_ptr": None, "stride_cn": 1,
+                      **cfg.constexprs(), "B_KMAJOR": False, "C_DESC": True, "WIDE": False,
+                      "HAS_BIAS": False, "HAS_SCALES": False, "ACTIVATION": "none",
+                      "PRECISION": "ieee", "FP8_ACC": "none"}
+            for name in consts:
+                sig.setdefault(name, "constexpr")
+            out.append(Variant(matmul_tma_kernel, sig, consts, cfg.num_warps, cfg.num_stages,
+                               dict(cfg.options), label=f"{dtype} {cfg.label} tma"))
+    return out
 
 
 def _b_column_major(arch: Arch, dtype: str, cfg: Config) -> bool:

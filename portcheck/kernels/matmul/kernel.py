@@ -1,6 +1,7 @@
-"""The matmul kernel: one BLOCK_M x BLOCK_N tile of C = act(scale_a * scale_b * (A @ B) + bias) per
+"""The matmul kernels: one BLOCK_M x BLOCK_N tile of C = act(scale_a * scale_b * (A @ B) + bias) per
 program, or per SPLIT_K programs that each sum a run of K (see the package docstring for the
-algorithm, split-K and the fp8 accumulation)."""
+algorithm, split-K and the fp8 accumulation); matmul_tma_kernel reads its tiles through tensor
+descriptors (TMA)."""
 import triton
 import triton.language as tl
 
@@ -30,15 +31,11 @@ def _mma(a, b, acc, PRECISION: tl.constexpr, FP8_ACC: tl.constexpr):
 
 
 @triton.jit
-def _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N, stride_cm,
-            stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WIDE: tl.constexpr,
-            HAS_BIAS: tl.constexpr, HAS_SCALES: tl.constexpr, ACTIVATION: tl.constexpr):
-    """The epilogue: scales, bias, activation, and the masked store of one C tile whose origin is
-    (row0, col0); it stores the rows and columns from (pid_m, pid_n)'s own origin on."""
+def _epilogue(acc, bias_ptr, scale_a_ptr, scale_b_ptr, cn, N, HAS_BIAS: tl.constexpr,
+              HAS_SCALES: tl.constexpr, ACTIVATION: tl.constexpr):
+    """Scales, bias and activation of a C tile whose columns are cn."""
     if HAS_SCALES:
         acc = acc * (tl.load(scale_a_ptr) * tl.load(scale_b_ptr))
-    cm = row0 + tl.arange(0, BLOCK_M)
-    cn = col0 + tl.arange(0, BLOCK_N)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + cn, mask=cn < N, other=0).to(acc.dtype)[None, :]
     if ACTIVATION == "relu":
@@ -47,6 +44,18 @@ def _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, p
         acc = 0.5 * acc * (1 + tl.erf(acc * 0.7071067811865476))
     elif ACTIVATION == "silu":
         acc = acc * tl.sigmoid(acc)
+    return acc
+
+
+@triton.jit
+def _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N, stride_cm,
+            stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WIDE: tl.constexpr,
+            HAS_BIAS: tl.constexpr, HAS_SCALES: tl.constexpr, ACTIVATION: tl.constexpr):
+    """The epilogue and the masked store of one C tile whose origin is (row0, col0); it stores the
+    rows and columns from (pid_m, pid_n)'s own origin on."""
+    cm = row0 + tl.arange(0, BLOCK_M)
+    cn = col0 + tl.arange(0, BLOCK_N)
+    acc = _epilogue(acc, bias_ptr, scale_a_ptr, scale_b_ptr, cn, N, HAS_BIAS, HAS_SCALES, ACTIVATION)
     if WIDE:
         cm = cm.to(tl.int64)
         cn = cn.to(tl.int64)
@@ -54,6 +63,18 @@ def _finish(acc, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, p
     own = (cm >= pid_m * BLOCK_M) & (cm < M)
     own_n = (cn >= pid_n * BLOCK_N) & (cn < N)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=own[:, None] & own_n[None, :])
+
+
+@triton.jit
+def _grouped(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of a tile in grouped order: GROUP_M tile rows advance together along N, so
+    their B panels stay in L2."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * num_pid_n
+    first_m = (tile // per_group) * GROUP_M
+    rows_in_group = min(num_pid_m - first_m, GROUP_M)
+    return first_m + (tile % per_group) % rows_in_group, (tile % per_group) // rows_in_group
 
 
 @triton.jit
@@ -78,14 +99,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
     if SPLIT_K > 1:
         split = tile % SPLIT_K
         tile = tile // SPLIT_K
-    # grouped ordering: GROUP_M tile rows advance together along N, so their B panels stay in L2
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * num_pid_n
-    first_m = (tile // per_group) * GROUP_M
-    rows_in_group = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (tile % per_group) % rows_in_group
-    pid_n = (tile % per_group) // rows_in_group
+    pid_m, pid_n = _grouped(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     # the K slices this program sums: all of them, or its run of them under split-K
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -153,3 +167,35 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
             tl.atomic_xchg(lock_ptr + tile, 0)
             _finish(total, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N,
                     stride_cm, stride_cn, BLOCK_M, BLOCK_N, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
+
+
+@triton.jit
+def matmul_tma_kernel(a_desc, b_desc, c, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K, stride_cm, stride_cn,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      GROUP_M: tl.constexpr, B_KMAJOR: tl.constexpr, C_DESC: tl.constexpr,
+                      WIDE: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_SCALES: tl.constexpr,
+                      ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, FP8_ACC: tl.constexpr):
+    """One C tile per program, its A and B tiles read through tensor descriptors (TMA, NVIDIA
+    sm_90+): the copy engine fetches whole tiles whatever the row stride (any multiple of 16
+    bytes) and fills the rows and columns past M, N and K with zeros, so there is no tail, no
+    mask and no tile that moves back. B is [K, N] (b_desc over it), or K-major (b_desc over the
+    [N, K] buffer, B_KMAJOR). C is stored through a descriptor (C_DESC: clipped at M and N) or,
+    when its rows are not 16-byte aligned, through masked pointers."""
+    pid_m, pid_n = _grouped(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    row0 = pid_m * BLOCK_M
+    col0 = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = a_desc.load([row0, k * BLOCK_K])
+        if B_KMAJOR:
+            b = b_desc.load([col0, k * BLOCK_K]).T
+        else:
+            b = b_desc.load([k * BLOCK_K, col0])
+        acc = _mma(a, b, acc, PRECISION, FP8_ACC)
+    if C_DESC:
+        acc = _epilogue(acc, bias_ptr, scale_a_ptr, scale_b_ptr, col0 + tl.arange(0, BLOCK_N), N,
+                        HAS_BIAS, HAS_SCALES, ACTIVATION)
+        c.store([row0, col0], acc.to(c.dtype))
+    else:
+        _finish(acc, c, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N,
+                stride_cm, stride_cn, BLOCK_M, BLOCK_N, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)

@@ -10,6 +10,7 @@ from functools import lru_cache
 import torch
 import triton
 import triton.testing
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ...dtypes import fmt
 from ...facts.archs import Arch
@@ -19,8 +20,9 @@ from ...oracles.matmul import ACTIVATIONS
 from .._configs import config_file
 from .._pruned import prune_configs_by
 from .. import _plans as plans
-from .._launch import arrival_counters, check_vector, current_stream
-from .kernel import matmul_kernel
+from .._launch import (arrival_counters, check_vector, current_stream, descriptor_obstacle,
+                       descriptors_supported)
+from .kernel import matmul_kernel, matmul_tma_kernel
 
 CONFIG_FILE = config_file("matmul")
 FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -44,6 +46,12 @@ INTERPRETER_UNITS = 4      # SMs the interpreter counts as: few, so small inputs
 # flops. It pays once M N / (M + N) passes REPACK_FROM (the H200's flop : byte ratio, 989 TFLOP/s
 # over 4.8 TB/s, is about 200; a 10x slower element-wise loop makes a tenth of it enough).
 REPACK_FROM = 32
+# Tensor descriptors (TMA, NVIDIA sm_90+) for the 16-bit types' wide tiles without split-K. On the
+# H200 (bf16, .whl-era prototype of matmul_tma_kernel, 2026-12-02) against the pointer kernel's
+# best: 4000 x 4104 x 4104 254 us against 317, 4096 x 4104 x 4096 215 against 239, 4096^3 193
+# against 205, 8192^3 1580 against 1614: rows 8208 bytes apart cost the pointer kernel's loads
+# and not the copy engine's (reports/examples/matmul-h200/).
+TMA_DTYPES = ("fp16", "bf16")
 
 
 # ---- what each arch does: read from the arch table (portcheck/facts/archs.py) -------------------
@@ -250,6 +258,64 @@ def _misaligned(t: torch.Tensor, vec: int) -> bool:
     return True
 
 
+# ---- tensor descriptors (TMA) ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TmaLayout:
+    """How a launch reads its operands through tensor descriptors: B as [K, N] or K-major (the
+    descriptor then spans the [N, K] buffer), C through a descriptor or through pointers."""
+    b_kmajor: bool
+    c_desc: bool
+
+    def constexprs(self) -> dict:
+        return {"B_KMAJOR": self.b_kmajor, "C_DESC": self.c_desc}
+
+    def descriptors(self, a, b, out, bm: int, bn: int, bk: int) -> tuple:
+        """(a_desc, b_desc, c) for BLOCK_M x BLOCK_N x BLOCK_K tiles."""
+        b_desc = (TensorDescriptor.from_tensor(b.t(), [bn, bk]) if self.b_kmajor
+                  else TensorDescriptor.from_tensor(b, [bk, bn]))
+        c = TensorDescriptor.from_tensor(out, [bm, bn]) if self.c_desc else out
+        return TensorDescriptor.from_tensor(a, [bm, bk]), b_desc, c
+
+
+def tma_arch(arch: Arch) -> bool:
+    """Whether matmul_tma_kernel runs on an arch: tensor descriptors, and a matrix unit that reads
+    its operands from shared memory (wgmma, tcgen05), where TMA's tiles land. Not sm_120, whose
+    mma.sync reads registers: there the 128x256x64 tile spills 8 bytes a thread (cross-compiled)
+    for a gain nobody measured. The interpreter runs it, so that CPU checks cover it."""
+    return descriptors_supported(arch) and (arch.is_interpreter or arch.matrix_family in SMEM_MMA)
+
+
+def tma_layout(arch: Arch, dtype: str, a, b, out, m: int, config: Config | None) -> TmaLayout | None:
+    """The TmaLayout of a launch that can take matmul_tma_kernel, else None: a 16-bit dtype, wide
+    tiles (M or the given configuration's BLOCK_M over NARROW_M), a tma_arch, A
+    with unit stride along K, B along N or K, each 16-byte aligned at its start and between rows.
+    Never under --as-arch or while a launch recorder replaces Triton's dispatch (portcheck
+    compile's capture describes pointer arguments only; case.tma_variants declares these)."""
+    if dtype not in TMA_DTYPES or not _wide_tiles(m, config) or not tma_arch(arch) \
+            or forced() or plans.dispatch_replaced():
+        return None
+    if a.stride(1) != 1 or descriptor_obstacle(a):
+        return None
+    if b.stride(1) == 1 and not descriptor_obstacle(b):
+        b_kmajor = False
+    elif b.stride(0) == 1 and not descriptor_obstacle(b.t()):
+        b_kmajor = True
+    else:
+        return None
+    return TmaLayout(b_kmajor, out.stride(1) == 1 and descriptor_obstacle(out) is None)
+
+
+def _tma_blocks(nargs) -> None:
+    """The autotuner's pre-hook for matmul_tma_kernel: each configuration's tile shapes on the
+    launch's descriptors (built before the configuration is known)."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_KMAJOR"] else [bk, bn]
+    if nargs["C_DESC"]:
+        nargs["c"].block_shape = [bm, bn]
+
+
 # ---- the kernel as launched: EVEN_K from the sizes, and the autotuner over the data file ----
 
 _kernel = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
@@ -258,12 +324,17 @@ _kernel = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] 
                              "N_FITS": lambda args: args["N"] >= args["BLOCK_N"]})(matmul_kernel)
 
 
+def _operand_a(named_args) -> torch.Tensor:
+    """A, from either kernel's arguments (a pointer or a descriptor over it)."""
+    return named_args["a_ptr"] if "a_ptr" in named_args else named_args["a_desc"].base
+
+
 def _prune(configs_in, named_args, **kwargs):
     """Keep the configurations whose buffers fit the device; for small M, the narrow ones."""
     limit = _device_shared_limit()
-    dtype = fmt(named_args["a_ptr"].dtype).name
+    dtype = fmt(_operand_a(named_args).dtype).name
     arch = current_arch()
-    in_bytes = named_args["a_ptr"].element_size()
+    in_bytes = _operand_a(named_args).element_size()
     fits = [c for c in configs_in if limit is None or shared_bytes(
         Config(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], 1, c.num_warps,
                c.num_stages), in_bytes, arch) <= limit]
@@ -277,22 +348,26 @@ def _prune(configs_in, named_args, **kwargs):
 
 def _dtype_of(named_args) -> str:
     """The launch's dtype name: the pruned lists differ per dtype."""
-    return fmt(named_args["a_ptr"].dtype).name
+    return fmt(_operand_a(named_args).dtype).name
 
 
 @lru_cache(maxsize=None)
-def _autotuned(arch: Arch, cls: str, pruned: bool = True):
-    """The autotuned kernel for an arch and dtype class. `pruned`: time only the configurations
-    that compiled clean on the arch (configs/pruned/matmul.json, `portcheck prune`); False only
-    to measure what the pruning changes (tools/bench_pruned.py)."""
+def _autotuned(arch: Arch, cls: str, pruned: bool = True, tma: bool = False):
+    """The autotuned kernel for an arch and dtype class, matmul_tma_kernel's when `tma`.
+    `pruned`: time only the configurations that compiled clean on the arch
+    (configs/pruned/matmul.json, `portcheck prune`); False only to measure what the pruning
+    changes (tools/bench_pruned.py)."""
     table = config_table()[vendor(arch)][cls]
     chosen = [c for c in table if c.for_arch(arch)]
     if arch.is_interpreter:
         chosen = chosen[:1]          # timing on the interpreter means nothing: one small config
     tuned = [triton.Config({**c.constexprs(), **c.options}, num_warps=c.num_warps,
-                           num_stages=c.num_stages) for c in chosen]
+                           num_stages=c.num_stages, pre_hook=_tma_blocks if tma else None) for c in chosen]
     prune = (prune_configs_by("matmul", dtype_of=_dtype_of, then=_prune) if pruned
              else {"early_config_prune": _prune})
+    if tma:
+        return triton.autotune(configs=tuned, key=["M", "N", "K", "B_KMAJOR", "C_DESC"],
+                               prune_configs_by=prune, do_bench=_time_candidate)(matmul_tma_kernel)
     return triton.autotune(configs=tuned, key=["M", "N", "K", "stride_ak", "stride_bn"],
                            prune_configs_by=prune, do_bench=_time_candidate)(_kernel)
 
@@ -336,12 +411,14 @@ class _Plan:
     out_dtype: torch.dtype
     ws: tuple | None         # (position, elements, dtype) of a fresh workspace per call
     locks: tuple | None      # (position, tiles) of the per-stream arrival counters
+    tma: tuple | None = None  # (TmaLayout, (BLOCK_M, BLOCK_N, BLOCK_K)): fresh descriptors per call
 
     def launch(self, a, b, out, bias, scale_a, scale_b):
         if out is None:
             out = torch.empty(self.out_shape, dtype=self.out_dtype, device=a.device)
         values = self.values.copy()
-        values[:6] = a, b, out, bias, scale_a, scale_b
+        operands = (a, b, out) if self.tma is None else self.tma[0].descriptors(a, b, out, *self.tma[1])
+        values[:6] = *operands, bias, scale_a, scale_b
         if self.ws is not None:
             at, elements, dtype = self.ws
             values[at] = torch.empty(elements, dtype=dtype, device=a.device)
@@ -352,9 +429,19 @@ class _Plan:
 
 
 def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, m: int, n: int, k: int,
-                 tiles: int) -> None:
+                 tiles: int, tma: TmaLayout | None = None) -> None:
     """Keeps what the first launch of `key` did, once its kernel is compiled."""
     if key is None or chosen is None or len(_PLANS) >= _PLANS.limit or not hasattr(kernel, "packed_metadata"):
+        return
+    if tma is not None:
+        defaults = plans.parameters(matmul_tma_kernel)
+        full = {**defaults, **dict(zip(defaults, args)), **consts, **chosen}
+        blocks = full["BLOCK_M"], full["BLOCK_N"], full["BLOCK_K"]
+        grid = (triton.cdiv(m, blocks[0]) * triton.cdiv(n, blocks[1]), 1, 1)
+        compiled = plans.Plan(kernel.run, kernel.function, kernel.packed_metadata, grid, ())
+        out = args[2] if not tma.c_desc else args[2].base
+        _PLANS.put(key, _Plan(compiled, list(full.values()), tuple(out.shape), out.dtype, None, None,
+                              (tma, blocks)))
         return
     defaults = plans.parameters(matmul_kernel)
     names = list(defaults)
@@ -493,11 +580,16 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
               "HAS_SCALES": is_fp8, "ACTIVATION": activation,
               "PRECISION": dot_fp32_precision(arch) if dtype == "fp32" else "ieee",
               "FP8_ACC": fp8_accumulation(arch) if is_fp8 else "none"}
+    blocks = (config.block_m, config.block_n, config.block_k) if config is not None else None
+    elements, tiles = _workspace(arch, dtype, blocks, m, n, k, _units(a.device))
+    layout = tma_layout(arch, dtype, a, b, out, m, config) if not elements else None
+    if layout is not None:
+        # a launch that copies an operand first is not planned: it keeps its checks
+        return _launch_tma(key if a is given[0] and b is given[1] else None, layout, a, b, out, bias,
+                           scale_a, scale_b, m, n, k, consts, config, arch, dtype)
     args = (a, b, out, bias, scale_a, scale_b, m, n, k, a.stride(0), a.stride(1), b.stride(0),
             b.stride(1), out.stride(0), out.stride(1))
     consts.update(alignment_hints(args[6:], a.element_size()))
-    blocks = (config.block_m, config.block_n, config.block_k) if config is not None else None
-    elements, tiles = _workspace(arch, dtype, blocks, m, n, k, _units(a.device))
     if elements:   # some configuration splits K: partial tiles and arrival counters
         acc_dtype = torch.int32 if dtype == "int8" else torch.float32
         consts["ws_ptr"] = torch.empty(elements, dtype=acc_dtype, device=a.device)
@@ -516,4 +608,26 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
         chosen = config.constexprs()
     if a is given[0] and b is given[1]:   # a launch that copies an operand first keeps its checks
         _record_plan(key, kernel, args, consts, chosen, m, n, k, tiles)
+    return out
+
+
+def _launch_tma(key, layout: TmaLayout, a, b, out, bias, scale_a, scale_b, m: int, n: int, k: int,
+                consts: dict, config: Config | None, arch: Arch, dtype: str) -> torch.Tensor:
+    """The launch through matmul_tma_kernel: one program per C tile (no split-K here)."""
+    consts = {**consts, **layout.constexprs()}
+    # the autotuner's pre-hook sets each configuration's tile shapes on these descriptors
+    bm, bn, bk = (config.block_m, config.block_n, config.block_k) if config is not None else (16, 16, 16)
+    args = (*layout.descriptors(a, b, out, bm, bn, bk), bias, scale_a, scale_b, m, n, k,
+            out.stride(0), out.stride(1))
+    if config is None:
+        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
+        tuner = _autotuned(arch, dtype_class(dtype), tma=True)
+        kernel = tuner[grid](*args, **consts)
+        chosen = getattr(getattr(tuner, "best_config", None), "kwargs", None)
+    else:
+        grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
+        kernel = matmul_tma_kernel[grid](*args, **consts, **config.constexprs(), num_warps=config.num_warps,
+                                         num_stages=config.num_stages, **config.options)
+        chosen = config.constexprs()
+    _record_plan(key, kernel, args, consts, chosen, m, n, k, 0, tma=layout)
     return out
