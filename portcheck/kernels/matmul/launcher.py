@@ -47,10 +47,10 @@ INTERPRETER_UNITS = 4      # SMs the interpreter counts as: few, so small inputs
 # over 4.8 TB/s, is about 200; a 10x slower element-wise loop makes a tenth of it enough).
 REPACK_FROM = 32
 # Tensor descriptors (TMA, NVIDIA sm_90+) for the 16-bit types' wide tiles without split-K. On the
-# H200 (bf16, .whl-era prototype of matmul_tma_kernel, 2026-12-02) against the pointer kernel's
-# best: 4000 x 4104 x 4104 254 us against 317, 4096 x 4104 x 4096 215 against 239, 4096^3 193
-# against 205, 8192^3 1580 against 1614: rows 8208 bytes apart cost the pointer kernel's loads
-# and not the copy engine's (reports/examples/matmul-h200/).
+# H200 (bf16, a prototype of matmul_tma_kernel, 2026-12-02) against the pointer kernel's best:
+# 4000 x 4104 x 4104 254 us against 317, 4096 x 4104 x 4096 215 against 239, 4096^3 193 against
+# 205, 8192^3 1580 against 1614: rows 8208 bytes apart cost the pointer kernel's loads and not
+# the copy engine's (reports/examples/matmul-h200/tma-prototype.json).
 TMA_DTYPES = ("fp16", "bf16")
 
 
