@@ -2,7 +2,7 @@
 
 Rows that fit in registers are normalised in one read, several short rows to a program, with the
 variance from the centred values (two passes over registers). Longer rows loop over chunks:
-a per-lane Welford pass gives mean and M2, combined across lanes with the parallel-variance
+each chunk's mean and M2 (from its centred values) fold into the row's with the parallel-variance
 formula, then a second pass writes y: x is read twice, the fewest for a row not kept on chip.
 """
 from __future__ import annotations
@@ -26,9 +26,10 @@ ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill 
 # elements per thread of the one-read kernel: 8 warps for a 4096-column bf16 row reach
 # 0.93 of copy on the H200 against 0.77 at 16 warps (tools/sweep_launch.py, 2026-11-30)
 ROW_ELEMS_PER_THREAD = 16
-# chunk of the looped kernel: bf16 4096 x 131072 on the H200 at 32 warps, 0.657 of copy; 0.581 at 8192, 0.168 at 32768 (spills)
-# (tools/sweep_launch.py --const LOOP_BLOCK=8192,16384,32768, 2026-12-02)
-LOOP_BLOCK = 16384
+# chunk of the looped kernel: bf16 4096 x 131072 on the H200 at 32 warps, 0.724 of copy; 0.616 at
+# 16384, 0.121 at 65536 (spills); with per-lane Welford state 0.657 at 16384 and 0.168 at 32768
+# (tools/sweep_launch.py --const LOOP_BLOCK=..., 2026-12-02)
+LOOP_BLOCK = 32768
 LOOP_PER_THREAD = 8        # chunk elements per thread, within 32 warps (NVIDIA), 16 wavefronts (CDNA)
 # Long rows: programs per SM/CU of the persistent grid. Each program has one row in flight,
 # read twice: 132 SMs x 1 x 256 KB (bf16, 131072 columns) fits the H200's 50 MB L2 for the
@@ -75,39 +76,36 @@ def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_ro
     stay in L2 between the passes. Each pass loads the next chunk before working on the current
     one, so two chunks per thread are in flight."""
     cols = tl.arange(0, BLOCK)
-    n_full = n_cols // BLOCK
-    tail = n_full * BLOCK
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
         x_row = x_ptr + row64 * x_stride
         y_row = y_ptr + row64 * y_stride
-        # pass 1: Welford per lane. Every lane sees the same count on full chunks, so the update
-        # multiplies by one scalar reciprocal instead of dividing per element. It reads x from
-        # HBM: keep its lines in L2 for pass 2.
-        mean = tl.zeros([BLOCK], tl.float32)
-        m2 = tl.zeros([BLOCK], tl.float32)
+        # pass 1: each chunk's mean and M2 (two passes over its registers), folded into the row's
+        # with the parallel-variance formula (Chan, Golub & LeVeque):
+        #   M2 = M2_a + M2_b + (mean_b - mean_a)^2 n_a n_b / (n_a + n_b).
+        # The row's state is three scalars, not per-lane arrays: registers go to the chunk in
+        # flight (32768-column chunks spilled with per-lane Welford state at 32 warps). It reads
+        # x from HBM: keep its lines in L2 for pass 2.
+        mean = 0.0
+        m2 = 0.0
+        count = 0.0
         nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
-        for i in range(0, n_full):
+        for start in range(0, n_cols, BLOCK):
+            ok = start + cols < n_cols
             x = nxt.to(tl.float32)
-            ahead = (i + 1) * BLOCK + cols
+            ahead = start + BLOCK + cols
             nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_last")
-            delta = x - mean
-            mean += delta * (1.0 / (i + 1))
-            m2 += delta * (x - mean)
-        count = tl.zeros([BLOCK], tl.float32) + n_full
-        if tail < n_cols:
-            ok = tail + cols < n_cols
-            x = nxt.to(tl.float32)   # the partial chunk, loaded by the last step (or before the loop)
-            count += ok.to(tl.float32)
-            delta = tl.where(ok, x - mean, 0.0)
-            mean += delta / tl.maximum(count, 1.0)
-            m2 += delta * (x - mean)
-        # lanes -> row: the parallel-variance formula over groups (Chan, Golub & LeVeque),
-        # M2 = sum_j M2_j + sum_j n_j (mean_j - mean)^2, with plain sums
-        row_mean = tl.sum(count * mean, axis=0) / n_cols
-        spread = mean - row_mean
-        row_m2 = tl.sum(m2, axis=0) + tl.sum(count * spread * spread, axis=0)
-        rstd = tl.math.rsqrt(row_m2 / n_cols + eps)
+            size = tl.minimum(n_cols - start, BLOCK).to(tl.float32)
+            chunk_mean = tl.sum(x, axis=0) / size
+            centred = tl.where(ok, x - chunk_mean, 0.0)
+            chunk_m2 = tl.sum(centred * centred, axis=0)
+            total = count + size
+            delta = chunk_mean - mean
+            mean += delta * (size / total)
+            m2 += chunk_m2 + delta * delta * (count * size / total)
+            count = total
+        row_mean = mean
+        rstd = tl.math.rsqrt(m2 / n_cols + eps)
         tl.store(mean_ptr + row64, row_mean)
         tl.store(rstd_ptr + row64, rstd)
         # pass 2: normalise; x is read for the last time and y is not read again here, while
@@ -220,7 +218,8 @@ def _tolerance(args, refs, dtype):
     t    = (n+2) u M s                               (the mean error, in units of the row's sigma)
     rstd:  rel <= ((n+4) u + 2t + t^2)/2 + RSQRT_ULP u
            var = sum((x-m)^2)/n: n+4 roundings; a mean error d adds d^2/sigma^2 in two passes
-           and about n u M/sigma in Welford's update, both bounded through t
+           (the short-row kernel, and each chunk of the looped one), and the looped kernel's
+           merges of chunk means (Chan et al.) about n u M/sigma, both bounded through t
     y:     |dy_i| <= |w_i x^_i| (e_rstd + 4u) + |w_i| t (1 + e_rstd) + |b_i| u, plus u(out)|y_i|
            x - m cancels: an error d in the mean moves every x^_i by d * s, hence the |w_i| t term.
     """
