@@ -16,6 +16,13 @@ LONG_BENCH = (4096, 131072)          # and of the long-row ones; their variants 
 BENCH_LENGTHS = (SHORT_BENCH[1], LONG_BENCH[1])
 
 
+def loop_block(n_cols: int, loop_block: int, itemsize: int) -> int:
+    """The chunk of a looped kernel: a family's LOOP_BLOCK counts 16-bit elements, and a wider
+    dtype takes the same bytes a chunk (fp32 holds twice the registers per element: at the
+    16-bit count the looped kernels spill on every NVIDIA arch, cross-compiled)."""
+    return min(triton.next_power_of_2(n_cols), max(1, loop_block * 2 // itemsize))
+
+
 def bench_spec(long_rows: bool, **fields) -> dict:
     """The bf16 bench spec of a row case; `fields` are the family's own (weight, eps, ...)."""
     rows, cols = LONG_BENCH if long_rows else SHORT_BENCH
@@ -32,14 +39,14 @@ def check_chunk(cols: int, long_rows: bool, max_fused: int) -> int | None:
 def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths, signature,
                  flags: dict | None = None, bare: str = "") -> list[Variant]:
     """Every launch of a row family on an arch: per dtype and row length n, the kernel and the
-    configuration config(n, warp, long_rows) picks. signature(pointer type) gives the kernel's
+    configuration config(n, warp, long_rows, itemsize=...) picks. signature(pointer type) gives the kernel's
     arguments; flags are its optional-parameter constexprs (HAS_W, ...) all on, and at the bench
     lengths the launch with them all off is declared too, labelled with `bare`."""
     out = []
     for dtype in dtypes:
         ptr = "*" + fmt(dtype).triton_name
         for n in lengths:
-            cfg = config(n, arch.warp_size, long_rows)
+            cfg = config(n, arch.warp_size, long_rows, itemsize=fmt(dtype).torch_dtype.itemsize)
             tiles = {"BLOCK": cfg["BLOCK"]}
             # both kernels take n_rows: the short-row grid to mask, the persistent grid to stride
             sizes = {"n_cols": n, "x_stride": n, "y_stride": n}

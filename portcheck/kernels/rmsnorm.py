@@ -17,7 +17,7 @@ from ..oracles.norms import rms_norm as rms_norm_ref
 from ..tolerance import Tolerance, fmt
 from ..facts.device import warp_size
 from ._launch import check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs
-from ._rows import bench_spec, check_chunk, row_inputs, row_variants
+from ._rows import bench_spec, check_chunk, loop_block, row_inputs, row_variants
 
 MAX_FUSED = 16384          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -26,7 +26,7 @@ ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill 
 ROW_ELEMS_PER_THREAD = 16
 # chunk of the looped kernel: bf16 4096 x 131072 on the H200 at 32 warps, 0.740 of copy; 0.702 at 8192, 0.701 at 16384
 # (tools/sweep_launch.py --const LOOP_BLOCK=8192,16384,32768, 2026-12-02)
-LOOP_BLOCK = 32768
+LOOP_BLOCK = 32768          # 16-bit elements (_rows.loop_block: the same bytes for fp32)
 LOOP_PER_THREAD = 8        # chunk elements per thread, within 32 warps (NVIDIA), 16 wavefronts (CDNA)
 # Long rows: programs per SM/CU of the persistent grid. Each program has one row in flight,
 # read twice: 132 SMs x 1 x 256 KB (bf16, 131072 columns) fits the H200's 50 MB L2 for the
@@ -92,10 +92,12 @@ def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_strid
             tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
 
 
-def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None) -> dict:
-    """Launch parameters for a row length on a device with the given warp size."""
+def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None,
+           itemsize: int = 2) -> dict:
+    """Launch parameters for a row length of elements of `itemsize` bytes on a device with the
+    given warp size."""
     if long_rows or n_cols > MAX_FUSED:
-        block = chunk or min(triton.next_power_of_2(n_cols), LOOP_BLOCK)
+        block = chunk or loop_block(n_cols, LOOP_BLOCK, itemsize)
         return {"kernel": rmsnorm_looped_kernel, "ROWS": 1, "BLOCK": block,
                 "num_warps": num_warps_for(block, warp, per_thread=LOOP_PER_THREAD, most=32)}
     block = triton.next_power_of_2(n_cols)
@@ -123,7 +125,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
     check_out("rstd", rstd, (n_rows,), torch.float32)
     if n_rows == 0 or n_cols == 0:
         return out, rstd
-    cfg = config(n_cols, warp_size(), long_rows, chunk)
+    cfg = config(n_cols, warp_size(), long_rows, chunk, x.element_size())
     w = weight if weight is not None else x   # unread when HAS_W is False
     if cfg["kernel"] is rmsnorm_rows_kernel:
         grid = (triton.cdiv(n_rows, cfg["ROWS"]),)
