@@ -21,8 +21,9 @@ ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill 
 # elements per thread of the one-read kernel: 4 warps for a 4096-column bf16 row reach
 # 0.94 of copy on the H200 against 0.76 at 16 warps (tools/sweep_launch.py, 2026-11-30)
 ROW_ELEMS_PER_THREAD = 32
-# chunk of the looped kernel: bf16 4096 x 131072 on the H200 at 32 warps, 0.687 of copy; 0.660 at 8192, 0.241 at 32768 (spills)
-# (tools/sweep_launch.py --const LOOP_BLOCK=8192,16384,32768, 2026-12-02)
+# chunk of the looped kernel: bf16 4096 x 131072 on the H200 at 32 warps, 0.687 of copy; 0.660 at
+# 8192, 0.241 at 32768 (spills) (tools/sweep_launch.py --const LOOP_BLOCK=..., 2026-12-02). 16-bit
+# rows spill 8 to 16 B a thread at this size on sm_90a (cross-compiled) and are still the fastest.
 LOOP_BLOCK = 16384          # 16-bit elements (_rows.loop_block: the same bytes for fp32)
 LOOP_PER_THREAD = 8        # chunk elements per thread, within 32 warps (NVIDIA), 16 wavefronts (CDNA)
 # Long rows: programs per SM/CU of the persistent grid. Each program has one row in flight,
