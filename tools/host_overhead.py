@@ -1,10 +1,10 @@
-"""Host time of one launch of rope and paged decode, next to torch (a developer's tool, not a test).
+"""Host time of one launch of rope, paged decode and matmul, next to torch (a developer's tool, not a test).
 
     python3 tools/host_overhead.py [--json PATH] [--count 100] [--rounds 10] [--profile] [--list]
 
 Per workload (rope's bench spec and a decode step of it; paged decode's bench batch and a small
-one, with validate=False as a serving loop calls it and validate=True), side by side in one
-process:
+one, with validate=False as a serving loop calls it and validate=True; matmul at M = 1 (split-K)
+and 256^3 (tensor descriptors on sm_90a)), side by side in one process:
 
 - host us per launch: after a sync, `count` launches back to back with no sync between them,
   wall time / count; the median of `rounds` such rounds. For the portcheck launcher planned
@@ -43,12 +43,17 @@ WORKLOADS = [
     ("rope: bench, 16384 tokens", "rope", {}),
     ("paged decode: 8 sequences x 1024 tokens", "paged_attention", {"context_lens": [1024] * 8}),
     ("paged decode: bench, 64 sequences x 4096 tokens", "paged_attention", {}),
+    ("matmul: bf16 1 x 4104 x 4104", "matmul", {"dtype": "bf16", "m": 1, "n": 4104, "k": 4104}),
+    ("matmul: bf16 256^3", "matmul", {"dtype": "bf16", "m": 256, "n": 256, "k": 256}),
 ]
 WHAT = {
     "rope": ["portcheck planned", "portcheck unplanned", "torch"],
     "paged_attention": ["portcheck planned (validate=False)", "portcheck unplanned (validate=False)",
                         "portcheck validate=True (checked, one sync)", "torch", "sdpa"],
+    "matmul": ["portcheck planned", "portcheck unplanned", "torch"],
 }
+# the baselines timed next to each case's launcher
+BASELINES = {"rope": ("torch",), "paged_attention": ("torch", "sdpa"), "matmul": ("torch",)}
 
 
 def _launchers(case_name: str, args: dict):
@@ -58,6 +63,9 @@ def _launchers(case_name: str, args: dict):
         pos, q, k, d, cache, neox = (args[n] for n in ("positions", "query", "key", "head_size", "cache", "neox"))
         # in place, as vLLM calls it (repeated rotations keep the values' size)
         return {"portcheck": lambda: R.rotary_embedding(pos, q, k, d, cache, neox)}, R._PLANS
+    if case_name == "matmul":
+        from portcheck.kernels.matmul import launcher as M
+        return {"portcheck": lambda: M.matmul(args["a"], args["b"])}, M._PLANS
     from portcheck.kernels import paged_attention as P
     out = torch.empty_like(args["query"])
 
@@ -142,7 +150,7 @@ def measure(count: int, rounds: int, profile: bool) -> tuple[list[dict], dict]:
         if "validate" in ours:
             rows.append(_row(workload, label[2], host_us(ours["validate"], count, rounds), None))
         for name, fn in case.baselines(args).items():
-            if name in ("torch", "sdpa"):
+            if name in BASELINES[case_name]:
                 rows.append(_row(workload, name, host_us(fn, count, rounds), gpu_us(fn)))
         if profile:
             prof = cProfile.Profile()
