@@ -335,6 +335,7 @@ def test_tma_runs_only_where_descriptors_feed_a_shared_memory_matrix_unit(arch, 
     ("B rows 2 bytes apart", (256, 64), "s(64, 129)", (256, 128), None),
     ("A K-major", "t(64, 256)", (64, 128), (256, 128), None),
     ("skinny M", (32, 64), (64, 128), (32, 128), None),
+    ("K = 0", (256, 0), (0, 128), (256, 128), None),
 ])
 def test_tma_layout_follows_the_strides(what, a, b, out, layout):
     """TMA needs unit stride along A's K, along B's N or K, and 16-byte aligned row strides;

@@ -293,7 +293,7 @@ def tma_layout(arch: Arch, dtype: str, a, b, out, m: int, config: Config | None)
     Never under --as-arch or while a launch recorder replaces Triton's dispatch (portcheck
     compile's capture describes pointer arguments only; case.tma_variants declares these)."""
     if dtype not in TMA_DTYPES or not _wide_tiles(m, config) or not tma_arch(arch) \
-            or forced() or plans.dispatch_replaced():
+            or forced() or plans.dispatch_replaced() or a.shape[1] == 0:   # (no empty box to encode)
         return None
     if a.stride(1) != 1 or descriptor_obstacle(a):
         return None
