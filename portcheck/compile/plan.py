@@ -171,6 +171,14 @@ def declared_args(signature: dict, divisible: tuple = ()) -> dict:
                           "align16": name in divisible or not divisible, "within_2gb": True}
         elif ty == "constexpr":
             continue
+        elif ty.startswith("tensordesc<"):
+            # a host tensor descriptor: specialized here as a pointer to its element type, then
+            # declared as the descriptor type itself (the worker applies declared types last)
+            base = ty.removeprefix("tensordesc<").split("[", 1)[0]
+            if base not in by_triton:
+                raise ValueError(f"{name}: unknown descriptor element type {ty!r}")
+            args[name] = {"tensor": str(by_triton[base]).removeprefix("torch."), "align16": True,
+                          "within_2gb": True}
         elif ty in _PLACEHOLDER:
             value = _PLACEHOLDER[ty]
             if name in divisible and isinstance(value, int) and not isinstance(value, bool):

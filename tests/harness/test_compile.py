@@ -526,3 +526,15 @@ def test_launch_divisibility_is_what_the_jit_specializes():
         assert jit == {"x_ptr", "w_ptr", "y_ptr", "rstd_ptr", "n_cols", "y_stride"}
     with pytest.raises(ValueError, match="not in the signature: rows"):
         launch_divisibility({"x_ptr": "*fp32"}, rows=16)
+
+
+def test_declared_tensor_descriptors_get_a_stand_in_of_their_element_type():
+    """A variant may declare host tensor descriptors (tensordesc<bf16[128, 64]>): the stand-in is
+    an aligned tensor of the element type, and the worker then applies the declared type; an
+    element type Triton does not name is refused with the parameter's name."""
+    from portcheck.compile.plan import declared_args
+    got = declared_args({"a_desc": "tensordesc<bf16[128, 64]>", "n": "i32", "BLOCK": "constexpr"})
+    assert got["a_desc"] == {"tensor": "bfloat16", "align16": True, "within_2gb": True}
+    assert set(got) == {"a_desc", "n"}
+    with pytest.raises(ValueError, match="x_desc: unknown descriptor element type"):
+        declared_args({"x_desc": "tensordesc<q7[16, 16]>"})

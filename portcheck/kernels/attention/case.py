@@ -256,8 +256,9 @@ def _variants(causal: bool):
 def descriptor_variants(arch, causal: bool) -> list[Variant]:
     """The tensor-descriptor (TMA) launches of an arch whose table picks them (sm_90a, sm_100a).
 
-    Kept apart from the case's variants: portcheck compile declares stand-in arguments from a
-    signature and has none for tensordesc<...> yet; tests/kernels/test_attention_kv.py builds these.
+    Kept apart from the case's variants, as when portcheck compile could not declare
+    tensordesc<...> arguments (compile/plan.declared_args now can; moving them in would add them
+    to the compile baseline); tests/kernels/test_attention_kv.py builds these.
     """
     configs = arch_configs(arch)
     out = []

@@ -405,9 +405,10 @@ def _variant(arch, dtype: str, out: str, cfg: Config, *, b_col: bool, bias: bool
 def tma_variants(arch: Arch, dtypes=("bf16",)) -> list[Variant]:
     """The matmul_tma_kernel launches of an arch that runs it (launcher.tma_arch: sm_90a,
     sm_100a): every wide configuration of the dtype, B row-major and C through a descriptor, as
-    a bench-sized launch makes them. Kept apart from the case's variants: portcheck compile
-    declares stand-in arguments from a signature and has none for tensordesc<...> yet;
-    tests/kernels/test_matmul_compile.py builds these."""
+    a bench-sized launch makes them. Kept apart from the case's variants, which `portcheck
+    prune` reads as the pointer kernel's autotune launches (a configuration is judged by every
+    variant carrying its tiles); tests/kernels/test_matmul_compile.py builds these through the
+    same compile pipeline and lints."""
     if arch.is_interpreter or not tma_arch(arch):
         return []
     out = []
