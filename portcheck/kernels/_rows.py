@@ -39,9 +39,9 @@ def check_chunk(cols: int, long_rows: bool, max_fused: int) -> int | None:
 def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths, signature,
                  flags: dict | None = None, bare: str = "") -> list[Variant]:
     """Every launch of a row family on an arch: per dtype and row length n, the kernel and the
-    configuration config(n, warp, long_rows, itemsize=...) picks. signature(pointer type) gives the kernel's
-    arguments; flags are its optional-parameter constexprs (HAS_W, ...) all on, and at the bench
-    lengths the launch with them all off is declared too, labelled with `bare`."""
+    configuration config(n, warp, long_rows, itemsize=...) picks. signature(pointer type) gives
+    the kernel's arguments; flags are its optional-parameter constexprs (HAS_W, ...) all on, and
+    at the bench lengths the launch with them all off is declared too, labelled with `bare`."""
     out = []
     for dtype in dtypes:
         ptr = "*" + fmt(dtype).triton_name
