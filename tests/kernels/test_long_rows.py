@@ -136,3 +136,14 @@ def test_default_grid_is_programs_per_sm_times_the_device_units():
     units = torch.cuda.get_device_properties(dev).multi_processor_count
     for module in (SM, LN, RMS):
         assert _launch.persistent_programs(10**6, dev, module.PROGRAMS_PER_SM) == module.PROGRAMS_PER_SM * units
+
+
+@pytest.mark.parametrize("module", [RMS, LN, SM])
+def test_the_looped_chunk_is_the_same_bytes_for_every_dtype(module):
+    """LOOP_BLOCK counts 16-bit elements: fp32 rows take half as many a chunk (the same bytes in
+    registers), and a row shorter than a chunk takes its own power of two."""
+    long = 1 << 20
+    half = module.config(long, 32, long_rows=True, itemsize=2)["BLOCK"]
+    single = module.config(long, 32, long_rows=True, itemsize=4)["BLOCK"]
+    assert half == module.LOOP_BLOCK and single * 4 == half * 2
+    assert module.config(1000, 32, long_rows=True, itemsize=4)["BLOCK"] == 1024
