@@ -6,8 +6,10 @@
 Per shape (skinny M = 1 and 16, N = K = 4104, M = 4000 with N = K = 4104 and 4097, squares):
 torch.matmul, the autotuned launcher and each configuration of the shape's class (narrow tiles
 for M <= NARROW_M, wide ones above) with one fixed config, side by side in one process; skinny
-shapes also with split-K's fill (programs per SM) varied. Timing: triton.testing's CUDA-graph
-replay below 50 us (no host in the loop), do_bench above; medians. Each result is also checked
+shapes also with split-K's fill (programs per SM) varied; wide shapes also through the pointer
+kernel (tma=False) beside the tensor-descriptor one the launcher picks on sm_90a / sm_100a.
+Timing: triton.testing's CUDA-graph replay below 50 us (no host in the loop), do_bench above;
+medians. Each result is also checked
 against torch (max |diff| / max |torch|). `--host` adds the host time of one launch (a small
 shape, launches back to back with no sync, so the host is the bottleneck) and a cProfile of it.
 Speed claims in reports come from `portcheck bench`.
@@ -53,6 +55,10 @@ def _err(c, ref) -> float:
     return float((c.float() - ref.float()).abs().max() / ref.float().abs().max())
 
 
+def narrow_shape(m: int) -> bool:
+    return m <= mm.NARROW_M
+
+
 def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None,
                extra: list | None = None) -> list[dict]:
     t = mm.FLOAT_DTYPES[dtype]
@@ -74,7 +80,9 @@ def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None,
 
     add("torch", lambda: torch.matmul(a, b))
     add("autotuned", lambda: mm.matmul(a, b))
-    narrow = m <= mm.NARROW_M
+    if not narrow_shape(m):   # the pointer kernel beside the TMA one where a launch can take TMA
+        add("autotuned, pointers", lambda: mm.matmul(a, b, tma=False))
+    narrow = narrow_shape(m)
     for c in [c for c in mm.configs(dtype) if (c.block_m <= mm.NARROW_M) == narrow][:limit] + \
             (extra or [] if narrow else []):
         fills = FILLS if narrow else (launcher.SPLIT_FILL,)
@@ -83,6 +91,8 @@ def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None,
             launcher._workspace.cache_clear()
             s = launcher.split_k(m, n, k, c.block_m, c.block_n, c.block_k, launcher._units(a.device))
             add(f"{c.label} split {s} (fill {fill})", lambda c=c: mm.matmul(a, b, config=c))
+            if not narrow:
+                add(f"{c.label} split {s} (fill {fill}), pointers", lambda c=c: mm.matmul(a, b, config=c, tma=False))
         launcher.SPLIT_FILL = 2
         launcher._workspace.cache_clear()
     for r in rows:

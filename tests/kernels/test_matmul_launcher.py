@@ -370,7 +370,26 @@ def test_tma_kernel_equals_the_pointer_kernel_on_every_tail(monkeypatch, m, n, k
     seen = _tma_launches(monkeypatch)
     got = mm.matmul(a, b, bias=bias, activation="gelu", out=torch.empty(m, n_c).half()[:, :n])
     assert len(seen) == 1 and seen[0] == mm.TmaLayout(b_kmajor, c_aligned)
-    monkeypatch.setattr(mm_launcher, "tma_layout", lambda *args: None)
-    want = mm.matmul(a, b, bias=bias, activation="gelu", out=torch.empty(m, n_c).half()[:, :n])
-    assert len(seen) == 1
+    assert torch.equal(got, mm.matmul(a, b, bias=bias, activation="gelu", tma=True,
+                                      out=torch.empty(m, n_c).half()[:, :n]))
+    want = mm.matmul(a, b, bias=bias, activation="gelu", tma=False, out=torch.empty(m, n_c).half()[:, :n])
+    assert len(seen) == 2
     assert torch.equal(got, want)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("a,b,words", [
+    (torch.randn(256, 64), torch.randn(64, 128), "fp16 or bf16"),                   # fp32
+    (torch.randn(16, 64).half(), torch.randn(64, 128).half(), "more than NARROW_M rows"),
+    # rows 130 bytes apart, too few flops to be repacked first
+    (torch.randn(64, 65).half()[:, :64], torch.randn(64, 48).half(), "16-byte aligned rows"),
+])
+def test_tma_true_is_refused_where_descriptors_cannot_be_used(a, b, words):
+    with pytest.raises(ValueError, match="tma=True") as err:
+        mm.matmul(a, b, tma=True)
+    assert words in str(err.value)
+
+
+def test_tma_must_be_a_bool_or_none():
+    with pytest.raises(ValueError, match="tma must be None, True or False, got 'yes'"):
+        mm.matmul(torch.randn(4, 8), torch.randn(8, 4), tma="yes")

@@ -392,12 +392,12 @@ def _time_candidate(kernel_call, quantiles):
 _PLANS = plans.Plans()
 
 
-def _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config):
+def _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config, tma=None):
     """The metadata key of a launch, or None where a plan would not be safe or worth it (where
     kernels/_plans.key says so: the interpreter, a forced arch, launch hooks, a replaced JIT
     dispatch, inputs not on a GPU)."""
     return plans.key((a, b, out, bias, scale_a, scale_b),
-                     (activation, out_dtype, config.label if isinstance(config, Config) else config))
+                     (activation, out_dtype, config.label if isinstance(config, Config) else config, tma))
 
 
 @dataclass
@@ -493,15 +493,18 @@ def alignment_hints(sizes_and_strides, element_size: int) -> dict:
 def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
            bias: torch.Tensor | None = None, activation: str = "none",
            scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
-           out_dtype: torch.dtype | None = None, config: Config | None = None) -> torch.Tensor:
+           out_dtype: torch.dtype | None = None, config: Config | None = None,
+           tma: bool | None = None) -> torch.Tensor:
     """act(scale_a * scale_b * (a @ b) + bias) for a [M, K] and b [K, N] of one dtype.
 
     fp16 / bf16 / fp32 give their own dtype, int8 gives int32, fp8 gives out_dtype (bf16 unless
     fp16 or fp32 is asked) and needs scale_a and scale_b (one-element float32 tensors). bias is
     [N] in the output dtype. `config` picks one launch configuration (see `configs`); without
-    it the autotuner chooses. Bad input raises ValueError before anything launches.
+    it the autotuner chooses. `tma`: None reads the tiles through tensor descriptors wherever
+    the launch can (tma_layout), False never, True requires it (ValueError where it cannot).
+    Bad input raises ValueError before anything launches.
     """
-    key = _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config)
+    key = _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config, tma)
     plan = _PLANS.get(key)
     if plan is not None:
         return plan.launch(a, b, out, bias, scale_a, scale_b)
@@ -561,6 +564,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
             raise ValueError(f"config must be a matmul Config (see configs()), got {type(config).__name__}")
         if config.options and not arch.is_amd:
             raise ValueError(f"config {config.label} carries AMD options, which {arch.name} does not take")
+    if tma not in (None, True, False):
+        raise ValueError(f"tma must be None, True or False, got {tma!r}")
     if m == 0 or n == 0:
         return out
     vec = max(1, 16 // a.element_size())
@@ -582,7 +587,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
               "FP8_ACC": fp8_accumulation(arch) if is_fp8 else "none"}
     blocks = (config.block_m, config.block_n, config.block_k) if config is not None else None
     elements, tiles = _workspace(arch, dtype, blocks, m, n, k, _units(a.device))
-    layout = tma_layout(arch, dtype, a, b, out, m, config) if not elements else None
+    layout = tma_layout(arch, dtype, a, b, out, m, config) if not elements and tma is not False else None
+    if tma and layout is None:
+        raise ValueError("tensor descriptors requested (tma=True), but this launch cannot take them: they "
+                         "need fp16 or bf16, tiles of more than NARROW_M rows without split-K, sm_90a or "
+                         "sm_100a, A contiguous along K, B along N or K, and 16-byte aligned rows")
     if layout is not None:
         # a launch that copies an operand first is not planned: it keeps its checks
         return _launch_tma(key if a is given[0] and b is given[1] else None, layout, a, b, out, bias,
