@@ -9,9 +9,10 @@ narrower than one tile, indices wrap instead. Whole K slices load unmasked and t
 masked. When the tiles leave SMs / CUs idle (skinny M), SPLIT_K programs share a tile's K and the
 last to finish sums their partial tiles in split order (deterministic). A compute-bound launch
 copies operands whose rows are not 16-byte aligned (K = 4097) into aligned K-major rows first.
-On NVIDIA sm_90+ a 16-bit launch of wide tiles without split-K whose operands are 16-byte
-aligned reads its tiles through tensor descriptors instead (matmul_tma_kernel): the copy engine
-zero-fills past M, N and K, so that kernel has no tails and no tile that moves back.
+On sm_90a and sm_100a (matrix units that read shared memory) a 16-bit launch of wide tiles
+without split-K whose operands are 16-byte aligned reads its tiles through tensor descriptors
+instead (matmul_tma_kernel; `tma=False` keeps the pointer kernel): the copy engine zero-fills
+past M, N and K, so that kernel has no tails and no tile that moves back.
 On a GPU the first launch of an arguments' metadata records a plan, and later ones launch the
 compiled kernel directly (launcher.py).
 
