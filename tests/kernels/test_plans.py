@@ -1,6 +1,6 @@
 """Launch plans (portcheck/kernels/_plans.py) without a GPU: what the key tells apart, when plans
 are off, the bound on their number, and, with a stand-in for Triton's compiled kernel, that a
-planned launch of rope and paged decode passes the compiled kernel what the checked launch passes
+planned launch of rope, paged decode and matmul passes the compiled kernel what the checked launch passes
 Triton's JIT for the same arguments (every parameter, in declaration order). Bit-for-bit on a
 GPU: tests/kernels/test_plans_gpu.py."""
 import inspect
@@ -228,3 +228,78 @@ def test_validated_paged_decode_is_never_planned(planning):
         P.paged_decode_attention(q, kc, vc, torch.tensor([[0, 1]], dtype=torch.int32),
                                  torch.tensor([20], dtype=torch.int32))
     assert len(P._PLANS) == 0 and [c[0] for c in planning] == ["checked", "checked"]
+
+
+# ---- matmul: its own plan record (split-K workspace, arrival counters, TMA descriptors) ---------
+
+class _Heuristics(_Jit):
+    """Stands in for triton.heuristics over a kernel: the heuristic values fill their parameters,
+    as the wrapper computes them from the bound arguments at launch."""
+
+    def __init__(self, heuristics, calls):
+        super().__init__(heuristics.fn, calls)
+        self.values = heuristics.values
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            named = {**dict(zip(self.signature.parameters, args)), **kwargs}
+            return _Jit.__getitem__(self, grid)(*args, **kwargs, **{n: f(named) for n, f in self.values.items()})
+        return launch
+
+
+def _same_operand(p, c) -> None:
+    """A tensor, or a tensor descriptor over the same tensor with the same box."""
+    if hasattr(c, "block_shape"):
+        assert p.base.data_ptr() == c.base.data_ptr() and list(p.shape) == list(c.shape)
+        assert list(p.strides) == list(c.strides) and list(p.block_shape) == list(c.block_shape)
+    elif isinstance(c, torch.Tensor):
+        assert p.data_ptr() == c.data_ptr()
+    else:
+        assert p is c is None
+
+
+@pytest.mark.parametrize("m,n,k,block,b_kmajor", [
+    (40, 48, 96, (32, 32, 32), False),       # the pointer kernel, tiles move back to fit
+    (3, 40, 700, (16, 32, 32), False),       # split-K: a fresh workspace, the stream's counters
+    (100, 72, 40, (64, 32, 32), False),      # a wide tile: tensor descriptors, B as [K, N]
+    (100, 72, 40, (64, 32, 32), True),       # ... and B K-major
+])
+def test_a_planned_matmul_passes_what_the_checked_one_passes(monkeypatch, m, n, k, block, b_kmajor):
+    from portcheck.kernels.matmul import launcher as M
+    calls = []
+    monkeypatch.setattr(_plans, "key", lambda tensors, scalars=(): _plans.metadata_key(tensors, scalars))
+    monkeypatch.setattr(M, "_kernel", _Heuristics(M._kernel, calls))
+    monkeypatch.setattr(M, "matmul_tma_kernel", _Jit(M.matmul_tma_kernel, calls))
+    monkeypatch.setattr(M, "_PLANS", _plans.Plans())
+    config = M.Config(*block, 1, 4, 2)
+    wide = block[0] > M.NARROW_M
+
+    def args():
+        b = torch.randn(n, k).half().t() if b_kmajor else torch.randn(k, n).half()
+        return torch.randn(m, k).half(), b, torch.randn(n).half()
+
+    a, b, bias = args()
+    M.matmul(a, b, bias=bias, activation="gelu", config=config)
+    assert len(M._PLANS) == 1 and [c[0] for c in calls] == ["checked"]
+    a, b, bias = args()
+    planned_out = M.matmul(a, b, bias=bias, activation="gelu", config=config)
+    M._PLANS.clear()
+    checked_out = M.matmul(a, b, bias=bias, activation="gelu", config=config)
+    (_, grid_p, extra, planned), (_, grid_c, checked) = calls[1], calls[2]
+    assert grid_p == grid_c and extra[1:] == ("function handle", (4, 1, 0), None, None, None)
+    names = list(_plans.parameters(M.matmul_tma_kernel if wide else M.matmul_kernel))
+    fresh = ("c", "c_ptr")        # each launch's own output
+    skip = {names.index(n) for n in ("ws_ptr",) if n in names and checked[names.index(n)] is not None}
+    assert len(planned) == len(checked) == len(names)
+    for i, (name, p, c) in enumerate(zip(names, planned, checked)):
+        if i in skip:           # split-K's workspace: fresh per launch, the checked one's size
+            assert p.numel() == c.numel() and p.dtype == c.dtype
+        elif name in fresh:
+            base = p.base if hasattr(p, "block_shape") else p
+            assert base.data_ptr() == planned_out.data_ptr() and base.shape == checked_out.shape
+        elif hasattr(c, "block_shape") or isinstance(c, torch.Tensor) or c is None:
+            _same_operand(p, c)
+        else:
+            assert p == c and type(p) is type(c), (name, p, c)
+    if not wide and M.split_k(m, n, k, *block, M.INTERPRETER_UNITS) > 1:
+        assert skip, "split-K launches carry a workspace"
