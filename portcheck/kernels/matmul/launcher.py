@@ -428,37 +428,30 @@ class _Plan:
         return out
 
 
-def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, m: int, n: int, k: int,
-                 tiles: int, tma: TmaLayout | None = None) -> None:
-    """Keeps what the first launch of `key` did, once its kernel is compiled."""
+def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, out: torch.Tensor, m: int, n: int,
+                 k: int, tiles: int, tma: TmaLayout | None = None) -> None:
+    """Keeps what the first launch of `key` did, once its kernel is compiled: matmul_kernel's, or
+    matmul_tma_kernel's with `tma`."""
     if key is None or chosen is None or len(_PLANS) >= _PLANS.limit or not hasattr(kernel, "packed_metadata"):
         return
-    if tma is not None:
-        defaults = plans.parameters(matmul_tma_kernel)
-        full = {**defaults, **dict(zip(defaults, args)), **consts, **chosen}
-        blocks = full["BLOCK_M"], full["BLOCK_N"], full["BLOCK_K"]
-        grid = (triton.cdiv(m, blocks[0]) * triton.cdiv(n, blocks[1]), 1, 1)
-        compiled = plans.Plan(kernel.run, kernel.function, kernel.packed_metadata, grid, ())
-        out = args[2] if not tma.c_desc else args[2].base
-        _PLANS.put(key, _Plan(compiled, list(full.values()), tuple(out.shape), out.dtype, None, None,
-                              (tma, blocks)))
-        return
-    defaults = plans.parameters(matmul_kernel)
+    defaults = plans.parameters(matmul_kernel if tma is None else matmul_tma_kernel)
     names = list(defaults)
+    # (chosen may carry AMD compiler options, which are not parameters: the values keep names only)
     full = {**defaults, **dict(zip(names, args)), **consts, **chosen}
-    full["EVEN_K"] = k % full["BLOCK_K"] == 0
-    full["M_FITS"], full["N_FITS"] = m >= full["BLOCK_M"], n >= full["BLOCK_N"]
-    full["SPLIT_K"] = split_k(m, n, k, full["BLOCK_M"], full["BLOCK_N"], full["BLOCK_K"], _units(args[0].device))
-    values = [full[name] for name in names]
-    ws = locks = None
-    if full["SPLIT_K"] > 1:
-        w = full["ws_ptr"]
-        ws = (names.index("ws_ptr"), w.numel(), w.dtype)
-        locks = (names.index("lock_ptr"), tiles)
-    grid = (triton.cdiv(m, full["BLOCK_M"]) * triton.cdiv(n, full["BLOCK_N"]) * full["SPLIT_K"], 1, 1)
+    blocks = full["BLOCK_M"], full["BLOCK_N"], full["BLOCK_K"]
+    split, ws, locks = 1, None, None
+    if tma is None:   # what matmul_kernel's heuristics computed at the launch
+        full["EVEN_K"] = k % blocks[2] == 0
+        full["M_FITS"], full["N_FITS"] = m >= blocks[0], n >= blocks[1]
+        split = full["SPLIT_K"] = split_k(m, n, k, *blocks, _units(out.device))
+        if split > 1:
+            ws = (names.index("ws_ptr"), full["ws_ptr"].numel(), full["ws_ptr"].dtype)
+            locks = (names.index("lock_ptr"), tiles)
+    grid = (triton.cdiv(m, blocks[0]) * triton.cdiv(n, blocks[1]) * split, 1, 1)
     # kernel.run is a property: it loads the kernel's handles first
     compiled = plans.Plan(kernel.run, kernel.function, kernel.packed_metadata, grid, ())
-    _PLANS.put(key, _Plan(compiled, values, tuple(args[2].shape), args[2].dtype, ws, locks))
+    _PLANS.put(key, _Plan(compiled, [full[name] for name in names], tuple(out.shape), out.dtype, ws, locks,
+                          None if tma is None else (tma, blocks)))
 
 
 # ---- the launcher --------------------------------------------------------------------------
@@ -616,7 +609,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
                                num_stages=config.num_stages, **config.options)
         chosen = config.constexprs()
     if a is given[0] and b is given[1]:   # a launch that copies an operand first keeps its checks
-        _record_plan(key, kernel, args, consts, chosen, m, n, k, tiles)
+        _record_plan(key, kernel, args, consts, chosen, out, m, n, k, tiles)
     return out
 
 
@@ -638,5 +631,5 @@ def _launch_tma(key, layout: TmaLayout, a, b, out, bias, scale_a, scale_b, m: in
         kernel = matmul_tma_kernel[grid](*args, **consts, **config.constexprs(), num_warps=config.num_warps,
                                          num_stages=config.num_stages, **config.options)
         chosen = config.constexprs()
-    _record_plan(key, kernel, args, consts, chosen, m, n, k, 0, tma=layout)
+    _record_plan(key, kernel, args, consts, chosen, out, m, n, k, 0, tma=layout)
     return out
