@@ -55,10 +55,6 @@ def _err(c, ref) -> float:
     return float((c.float() - ref.float()).abs().max() / ref.float().abs().max())
 
 
-def narrow_shape(m: int) -> bool:
-    return m <= mm.NARROW_M
-
-
 def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None,
                extra: list | None = None) -> list[dict]:
     t = mm.FLOAT_DTYPES[dtype]
@@ -80,9 +76,9 @@ def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None,
 
     add("torch", lambda: torch.matmul(a, b))
     add("autotuned", lambda: mm.matmul(a, b))
-    if not narrow_shape(m):   # the pointer kernel beside the TMA one where a launch can take TMA
+    narrow = m <= mm.NARROW_M
+    if not narrow:   # the pointer kernel beside the TMA one where a launch can take TMA
         add("autotuned, pointers", lambda: mm.matmul(a, b, tma=False))
-    narrow = narrow_shape(m)
     for c in [c for c in mm.configs(dtype) if (c.block_m <= mm.NARROW_M) == narrow][:limit] + \
             (extra or [] if narrow else []):
         fills = FILLS if narrow else (launcher.SPLIT_FILL,)
