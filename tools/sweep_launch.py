@@ -7,9 +7,9 @@
 For each case and each of its bench specs, it overrides the two knobs every row/tile launcher
 reads from its module (the tile size, `ELEMS_PER_PROGRAM` or the module's own name for it, and
 the elements per thread that `num_warps_for` turns into num_warps), and any other module
-constant named with --const (repeatable: every combination; skipped for modules without it), times one launch with
-triton.testing.do_bench (median, L2 flushed), and prints the fraction of copy bandwidth measured
-at the start of the run. The fastest row per spec is marked; the chosen values go into the
+constant named with --const (repeatable: every combination; skipped for modules without it),
+times one launch with triton.testing.do_bench (median, L2 flushed), and prints the fraction of
+copy bandwidth measured at the start of the run. The fastest row per spec is marked; the chosen values go into the
 kernel modules by hand, with the figure that justified them.
 """
 from __future__ import annotations
@@ -30,6 +30,14 @@ from portcheck.kernels import _launch
 
 # the module constant that sets each family's tile size
 TILE_NAMES = ("ELEMS_PER_PROGRAM", "TILE")
+
+
+def _const(text: str) -> tuple[str, list[int]]:
+    """--const NAME=v1,v2 as (NAME, [v1, v2]); argparse turns the ValueError into a usage error."""
+    name, eq, values = text.partition("=")
+    if not name or not eq or not values:
+        raise ValueError(text)
+    return name, _ints(values)
 
 
 def _ints(text: str) -> list[int]:
@@ -61,7 +69,7 @@ def main(argv=None) -> int:
     p.add_argument("--per-thread", default="4,8,16,32")
     p.add_argument("--elems", default="2048,4096,8192,16384")
     p.add_argument("--most", default="16,32")
-    p.add_argument("--const", action="append", default=[],
+    p.add_argument("--const", action="append", default=[], type=_const,
                    help="NAME=v1,v2: also sweep this module constant (repeat for more)")
     p.add_argument("--json")
     a = p.parse_args(argv)
@@ -78,7 +86,7 @@ def main(argv=None) -> int:
             label = " ".join(f"{k}={v}" for k, v in spec.items() if k != "seed")
             args = case.make(spec, "cuda")    # once per spec: launch parameters do not change it
             found = []
-            consts = [(n, _ints(v)) for n, _, v in (c.partition("=") for c in a.const) if hasattr(mod, n)]
+            consts = [(n, v) for n, v in a.const if hasattr(mod, n)]
             defaults = {n: getattr(mod, n) for n, _ in consts}
             for pt, tile, most, *values in itertools.product(
                     _ints(a.per_thread), _ints(a.elems) if tile_name else [None], _ints(a.most),
