@@ -79,18 +79,21 @@ def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None,
     narrow = m <= mm.NARROW_M
     if not narrow:   # the pointer kernel beside the TMA one where a launch can take TMA
         add("autotuned, pointers", lambda: mm.matmul(a, b, tma=False))
+    fill0 = launcher.SPLIT_FILL
     for c in [c for c in mm.configs(dtype) if (c.block_m <= mm.NARROW_M) == narrow][:limit] + \
             (extra or [] if narrow else []):
         fills = FILLS if narrow else (launcher.SPLIT_FILL,)
         for fill in fills:
             launcher.SPLIT_FILL = fill
             launcher._workspace.cache_clear()
+            launcher._PLANS.clear()     # a plan keeps the split of the launch that made it
             s = launcher.split_k(m, n, k, c.block_m, c.block_n, c.block_k, launcher._units(a.device))
             add(f"{c.label} split {s} (fill {fill})", lambda c=c: mm.matmul(a, b, config=c))
             if not narrow:
                 add(f"{c.label} split {s} (fill {fill}), pointers", lambda c=c: mm.matmul(a, b, config=c, tma=False))
-        launcher.SPLIT_FILL = 2
+        launcher.SPLIT_FILL = fill0
         launcher._workspace.cache_clear()
+        launcher._PLANS.clear()
     for r in rows:
         if "us" in r and r["what"] != "torch":
             r["vs_torch"] = rows[0]["us"] / r["us"] if "us" in rows[0] else None

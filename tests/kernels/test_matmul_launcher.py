@@ -247,8 +247,10 @@ def test_relaid_operands_give_the_product(monkeypatch):
 
 def test_split_k_only_where_the_tiles_leave_units_idle_and_never_an_empty_split():
     split_k = mm_launcher.split_k
-    # M = 1, N = K = 4104 on 132 SMs, 16x64x64 tiles: 65 tiles, K split 5 ways (13 slices each)
-    assert split_k(1, 4104, 4104, 16, 64, 64, 132) == 5
+    # M = 1, N = K = 4104 on 132 SMs, about one program per SM: 16x128x128 tiles, 33 tiles, K split
+    # 4 ways (9, 9, 9 and 6 slices); 16x64x64, 65 tiles, 3 ways (22, 22, 21)
+    assert split_k(1, 4104, 4104, 16, 128, 128, 132) == 4
+    assert split_k(1, 4104, 4104, 16, 64, 64, 132) == 3
     assert split_k(4096, 4096, 4096, 128, 128, 64, 132) == 1           # the tiles fill the device
     assert split_k(1, 4104, 7 * 64, 16, 64, 64, 132) == 1   # 7 slices: two splits would take under 4 each
     for k in range(1, 3000, 37):

@@ -36,9 +36,12 @@ NARROW_M = 32              # up to this M the autotuner keeps the narrow tiles (
 MBARRIER_BYTES = 64        # room for the pipeline's mbarriers next to the tiles (sm_100: 16 seen)
 # split-K: when a launch's C tiles leave SMs / CUs idle (skinny M), each tile's K is shared by up
 # to SPLIT_MOST programs, so that about SPLIT_FILL programs per SM / CU run, each summing at least
-# SPLIT_MIN_SLICES slices of BLOCK_K
+# SPLIT_MIN_SLICES slices of BLOCK_K. One program per SM: on the H200 (bf16, M = 16, N = K = 4104,
+# B rotated past L2 as `portcheck bench` reads it) 4 splits of 33 tiles took 14.1 us against 15.9
+# us for 7 splits (231 programs: some SMs ran two and others one); at M = 1, 13.7 against 13.8
+# (reports/examples/matmul-h200/skinny-fill.json).
 SPLIT_MOST = 16
-SPLIT_FILL = 2
+SPLIT_FILL = 1
 SPLIT_MIN_SLICES = 4
 INTERPRETER_UNITS = 4      # SMs the interpreter counts as: few, so small inputs split K too
 # A compute-bound launch whose operand rows are not 16-byte aligned (K = 4097) loads them an
