@@ -309,6 +309,20 @@ def test_misaligned_operands_are_repacked_only_for_a_compute_bound_launch(monkey
     assert seen[-1][0] is aligned[0] and seen[-1][1] is aligned[1]
 
 
+@pytest.mark.parametrize("cols,pad", [(4104, 4160), (97, 104), (8, 8), (40, 42)])
+def test_rows_are_copied_whole_through_the_wide_view_or_element_by_element(cols, pad):
+    """_copy_rows: 8-byte elements where rows, starts and strides allow it (4104 into 4160), the
+    element copy otherwise (97 columns: rows 194 bytes long; 42 columns: rows 84 bytes apart);
+    either way exactly the source."""
+    src = torch.randn(5, cols).half()
+    dst = torch.zeros(5, pad).half()[:, :cols]
+    mm_launcher._copy_rows(dst, src)
+    assert torch.equal(dst, src)
+    src_t = torch.randn(cols, 5).half().t()            # no unit stride along the rows: elements
+    mm_launcher._copy_rows(dst, src_t)
+    assert torch.equal(dst, src_t)
+
+
 def _tma_launches(monkeypatch) -> list:
     """The TmaLayouts of the launches that take matmul_tma_kernel from here on (they still run)."""
     seen = []
