@@ -394,6 +394,38 @@ def test_tma_kernel_equals_the_pointer_kernel_on_every_tail(monkeypatch, m, n, k
 
 
 @needs_interpreter
+def test_a_is_copied_into_whole_lines_only_where_both_operands_rows_fall_off_them(monkeypatch):
+    """K = 40 and N = 72 fp16: A's rows 80 bytes apart and B's 144, off the copy engine's 128-byte
+    lines. A compute-bound descriptor launch with N >= TMA_REPACK_MIN_N reads A from a copy with
+    rows of 64 elements, bitwise the result of reading it in place; with either operand on whole
+    lines, a narrower N or too few flops, A is read where it is."""
+    seen = []
+    real = mm_launcher._launch_tma
+
+    def spy(key, layout, a, *rest):
+        seen.append(a)
+        return real(key, layout, a, *rest)
+    monkeypatch.setattr(mm_launcher, "_launch_tma", spy)
+    torch.manual_seed(3)
+    a, b = torch.randn(100, 40).half(), torch.randn(40, 72).half()
+    in_place = mm.matmul(a, b)
+    assert seen[-1] is a                                                # N = 72 < TMA_REPACK_MIN_N
+    monkeypatch.setattr(mm_launcher, "TMA_REPACK_MIN_N", 72)
+    copied = mm.matmul(a, b)
+    assert seen[-1] is not a and seen[-1].stride() == (64, 1) and torch.equal(seen[-1], a)
+    assert torch.equal(copied, in_place)
+    b_kmajor = torch.randn(72, 40).half().t()                          # B's rows 80 bytes apart
+    mm.matmul(a, b_kmajor)
+    assert seen[-1] is not a and seen[-1].stride() == (64, 1)
+    for a2, b2 in ((torch.randn(100, 64).half(), torch.randn(64, 72).half()),    # A on lines
+                   (a, torch.randn(40, 128).half()),                           # B on lines
+                   (torch.randn(40, 40).half(), b)):                           # M N < REPACK_FROM (M + N)
+        monkeypatch.setattr(mm_launcher, "TMA_REPACK_MIN_N", b2.shape[1])
+        mm.matmul(a2, b2)
+        assert seen[-1] is a2
+
+
+@needs_interpreter
 @pytest.mark.parametrize("a,b,words", [
     (torch.randn(256, 64), torch.randn(64, 128), "fp16 or bf16"),                   # fp32
     (torch.randn(16, 64).half(), torch.randn(64, 128).half(), "more than NARROW_M rows"),

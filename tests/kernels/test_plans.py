@@ -258,15 +258,18 @@ def _same_operand(p, c) -> None:
         assert p is c is None
 
 
-@pytest.mark.parametrize("m,n,k,block,b_kmajor", [
-    (40, 48, 96, (32, 32, 32), False),       # the pointer kernel, tiles move back to fit
-    (3, 40, 700, (16, 32, 32), False),       # split-K: a fresh workspace, the stream's counters
-    (100, 72, 40, (64, 32, 32), False),      # a wide tile: tensor descriptors, B as [K, N]
-    (100, 72, 40, (64, 32, 32), True),       # ... and B K-major
+@pytest.mark.parametrize("m,n,k,block,b_kmajor,line_a", [
+    (40, 48, 96, (32, 32, 32), False, False),       # the pointer kernel, tiles move back to fit
+    (3, 40, 700, (16, 32, 32), False, False),       # split-K: a fresh workspace, the stream's counters
+    (100, 72, 40, (64, 32, 32), False, False),      # a wide tile: tensor descriptors, B as [K, N]
+    (100, 72, 40, (64, 32, 32), True, False),       # ... and B K-major
+    (100, 72, 40, (64, 32, 32), False, True),       # ... A's and B's rows off 128-byte lines: A copied
 ])
-def test_a_planned_matmul_passes_what_the_checked_one_passes(monkeypatch, m, n, k, block, b_kmajor):
+def test_a_planned_matmul_passes_what_the_checked_one_passes(monkeypatch, m, n, k, block, b_kmajor, line_a):
     from portcheck.kernels.matmul import launcher as M
     calls = []
+    if line_a:
+        monkeypatch.setattr(M, "TMA_REPACK_MIN_N", n)
     monkeypatch.setattr(_plans, "key", lambda tensors, scalars=(): _plans.metadata_key(tensors, scalars))
     monkeypatch.setattr(M, "_kernel", _Heuristics(M._kernel, calls))
     monkeypatch.setattr(M, "matmul_tma_kernel", _Jit(M.matmul_tma_kernel, calls))
@@ -297,6 +300,10 @@ def test_a_planned_matmul_passes_what_the_checked_one_passes(monkeypatch, m, n, 
         elif name in fresh:
             base = p.base if hasattr(p, "block_shape") else p
             assert base.data_ptr() == planned_out.data_ptr() and base.shape == checked_out.shape
+        elif name == "a_desc" and line_a:   # a fresh copy of A per launch, rows of 128 bytes
+            assert p.base.data_ptr() not in (a.data_ptr(), c.base.data_ptr())
+            assert p.base.stride() == c.base.stride() == (64, 1) and list(p.block_shape) == list(c.block_shape)
+            assert torch.equal(p.base, a) and torch.equal(c.base, a)
         elif hasattr(c, "block_shape") or isinstance(c, torch.Tensor) or c is None:
             _same_operand(p, c)
         else:

@@ -55,6 +55,17 @@ REPACK_FROM = 32
 # 205, 8192^3 1580 against 1614: rows 8208 bytes apart cost the pointer kernel's loads and not
 # the copy engine's (reports/examples/matmul-h200/tma-prototype.json).
 TMA_DTYPES = ("fp16", "bf16")
+# The copy engine fetches a tile row by row, and a row that does not start on a 128-byte line
+# costs it an extra request. On the H200 a launch lost where such rows were most of a K step's
+# (reports/examples/matmul-h200/, wide-factors.json, strides.json, a-in-lines.json): 128x256
+# tiles with B's rows 8208 bytes apart (N = 4104; 256 of the 384 tile rows a step), 256x128
+# with A's (K = 4104), and every tile shape with both. So where both operands' rows are off
+# their lines, A is copied into 128-byte rows first (256x128 then keeps a third of its rows off):
+# 4000 x 4104 x 4104 239 us against 263 (torch 205). The copy (4 M K bytes) costs about 350 / N
+# of the product's time (2 M N K flops) at 4 TB/s and 700 TFLOP/s, under a twelfth from
+# TMA_REPACK_MIN_N columns on.
+TMA_ROW_BYTES = 128
+TMA_REPACK_MIN_N = 4096
 
 
 # ---- what each arch does: read from the arch table (portcheck/facts/archs.py) -------------------
@@ -263,6 +274,12 @@ def _copy_rows(dst: torch.Tensor, src: torch.Tensor) -> None:
         dst.copy_(src)
 
 
+def _off_lines(row_stride: int, t: torch.Tensor) -> bool:
+    """Whether t's rows, row_stride elements apart, fall off TMA_ROW_BYTES lines (by the stride
+    alone, which a plan's key holds; a start off a line is not weighed)."""
+    return (row_stride * t.element_size()) % TMA_ROW_BYTES != 0
+
+
 def _misaligned(t: torch.Tensor, vec: int) -> bool:
     """Whether t cannot be loaded 16 bytes at a time along its unit stride: no unit stride, a
     start or a row stride that is not a multiple of 16 bytes."""
@@ -429,10 +446,13 @@ class _Plan:
     ws: tuple | None         # (position, elements, dtype) of a fresh workspace per call
     locks: tuple | None      # (position, tiles) of the per-stream arrival counters
     tma: tuple | None = None  # (TmaLayout, (BLOCK_M, BLOCK_N, BLOCK_K)): fresh descriptors per call
+    line_a: int | None = None  # A copied into rows of a multiple of this many elements first
 
     def launch(self, a, b, out, bias, scale_a, scale_b):
         if out is None:
             out = torch.empty(self.out_shape, dtype=self.out_dtype, device=a.device)
+        if self.line_a is not None:
+            a = _repacked(a, self.line_a, k_major_b=False)
         values = self.values.copy()
         operands = (a, b, out) if self.tma is None else self.tma[0].descriptors(a, b, out, *self.tma[1])
         values[:6] = *operands, bias, scale_a, scale_b
@@ -446,9 +466,9 @@ class _Plan:
 
 
 def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, out: torch.Tensor, m: int, n: int,
-                 k: int, tiles: int, tma: TmaLayout | None = None) -> None:
+                 k: int, tiles: int, tma: TmaLayout | None = None, line_a: int | None = None) -> None:
     """Keeps what the first launch of `key` did, once its kernel is compiled: matmul_kernel's, or
-    matmul_tma_kernel's with `tma`."""
+    matmul_tma_kernel's with `tma` (and A's copy into rows of `line_a` elements, if it made one)."""
     if key is None or chosen is None or len(_PLANS) >= _PLANS.limit or not hasattr(kernel, "packed_metadata"):
         return
     defaults = plans.parameters(matmul_kernel if tma is None else matmul_tma_kernel)
@@ -468,7 +488,7 @@ def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, out: torc
     # kernel.run is a property: it loads the kernel's handles first
     compiled = plans.Plan(kernel.run, kernel.function, kernel.packed_metadata, grid, ())
     _PLANS.put(key, _Plan(compiled, [full[name] for name in names], tuple(out.shape), out.dtype, ws, locks,
-                          None if tma is None else (tma, blocks)))
+                          None if tma is None else (tma, blocks), line_a))
 
 
 # ---- the launcher --------------------------------------------------------------------------
@@ -603,9 +623,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
                          "need fp16 or bf16, tiles of more than NARROW_M rows without split-K, sm_90a or "
                          "sm_100a, A contiguous along K, B along N or K, and 16-byte aligned rows")
     if layout is not None:
-        # a launch that copies an operand first is not planned: it keeps its checks
-        return _launch_tma(key if a is given[0] and b is given[1] else None, layout, a, b, out, bias,
-                           scale_a, scale_b, m, n, k, consts, config, arch, dtype)
+        line_a = None   # A copied into whole lines (TMA_ROW_BYTES): the plan copies it again each launch
+        if a is given[0] and b is given[1] and n >= TMA_REPACK_MIN_N and m * n >= REPACK_FROM * (m + n) \
+                and _off_lines(a.stride(0), a) and _off_lines(b.stride(1) if layout.b_kmajor else b.stride(0), b):
+            line_a = TMA_ROW_BYTES // a.element_size()
+            a = _repacked(a, line_a, k_major_b=False)
+        # a launch that copied an operand for 16-byte alignment is not planned: it keeps its checks
+        return _launch_tma(key if (a is given[0] or line_a) and b is given[1] else None, layout, a, b, out,
+                           bias, scale_a, scale_b, m, n, k, consts, config, arch, dtype, line_a)
     args = (a, b, out, bias, scale_a, scale_b, m, n, k, a.stride(0), a.stride(1), b.stride(0),
             b.stride(1), out.stride(0), out.stride(1))
     consts.update(alignment_hints(args[6:], a.element_size()))
@@ -631,8 +656,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
 
 
 def _launch_tma(key, layout: TmaLayout, a, b, out, bias, scale_a, scale_b, m: int, n: int, k: int,
-                consts: dict, config: Config | None, arch: Arch, dtype: str) -> torch.Tensor:
-    """The launch through matmul_tma_kernel: one program per C tile (no split-K here)."""
+                consts: dict, config: Config | None, arch: Arch, dtype: str, line_a: int | None = None
+                ) -> torch.Tensor:
+    """The launch through matmul_tma_kernel: one program per C tile (no split-K here). `line_a`:
+    A is a copy with rows of a multiple of that many elements, as a planned launch makes again."""
     consts = {**consts, **layout.constexprs()}
     # the autotuner's pre-hook sets each configuration's tile shapes on these descriptors
     bm, bn, bk = (config.block_m, config.block_n, config.block_k) if config is not None else (16, 16, 16)
@@ -648,5 +675,5 @@ def _launch_tma(key, layout: TmaLayout, a, b, out, bias, scale_a, scale_b, m: in
         kernel = matmul_tma_kernel[grid](*args, **consts, **config.constexprs(), num_warps=config.num_warps,
                                          num_stages=config.num_stages, **config.options)
         chosen = config.constexprs()
-    _record_plan(key, kernel, args, consts, chosen, out, m, n, k, 0, tma=layout)
+    _record_plan(key, kernel, args, consts, chosen, out, m, n, k, 0, tma=layout, line_a=line_a)
     return out
