@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from .. import strategies as S
 from ..cases import Variant, launch_divisibility
 from ..dtypes import fmt
+from ._launch import num_warps_for
 
 SHORT_BENCH = (32768, 4096)          # (rows, cols) of the short-row benches
 LONG_BENCH = (4096, 131072)          # and of the long-row ones; their variants declare both
@@ -21,6 +22,23 @@ def loop_block(n_cols: int, loop_block: int, itemsize: int) -> int:
     dtype takes the same bytes a chunk (fp32 holds twice the registers per element: at the
     16-bit count the looped kernels spill on every NVIDIA arch, cross-compiled)."""
     return min(triton.next_power_of_2(n_cols), max(1, loop_block * 2 // itemsize))
+
+
+def row_config(n_cols: int, warp: int, long_rows: bool, chunk: int | None, itemsize: int, *, rows_kernel,
+               looped_kernel, max_fused: int, loop_block_: int, loop_per_thread: int, elems_per_program: int,
+               row_elems_per_thread: int) -> dict:
+    """A row family's launch parameters for rows of n_cols elements of `itemsize` bytes on a
+    device of the given warp size: the looped kernel for long rows (or past max_fused), a chunk
+    of loop_block_ 16-bit elements; else the short-row kernel, several rows a program. Each
+    family's config() passes its own constants, read at the call (tools/sweep_launch.py sets them)."""
+    if long_rows or n_cols > max_fused:
+        block = chunk or loop_block(n_cols, loop_block_, itemsize)
+        return {"kernel": looped_kernel, "ROWS": 1, "BLOCK": block,
+                "num_warps": num_warps_for(block, warp, per_thread=loop_per_thread, most=32)}
+    block = triton.next_power_of_2(n_cols)
+    rows = max(1, elems_per_program // block)
+    return {"kernel": rows_kernel, "ROWS": rows, "BLOCK": block,
+            "num_warps": num_warps_for(rows * block, warp, per_thread=row_elems_per_thread)}
 
 
 def bench_spec(long_rows: bool, **fields) -> dict:

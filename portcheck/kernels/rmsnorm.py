@@ -16,8 +16,8 @@ from ..facts.numerics import RSQRT_ULP
 from ..oracles.norms import rms_norm as rms_norm_ref
 from ..tolerance import Tolerance, fmt
 from ..facts.device import warp_size
-from ._launch import check_2d, check_out, check_programs, check_vector, num_warps_for, persistent_programs
-from ._rows import bench_spec, check_chunk, loop_block, row_inputs, row_variants
+from ._launch import check_2d, check_out, check_programs, check_vector, persistent_programs
+from ._rows import bench_spec, check_chunk, row_config, row_inputs, row_variants
 
 MAX_FUSED = 16384          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -96,15 +96,10 @@ def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_strid
 def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None,
            itemsize: int = 2) -> dict:
     """Launch parameters for a row length of elements of `itemsize` bytes on a device with the
-    given warp size."""
-    if long_rows or n_cols > MAX_FUSED:
-        block = chunk or loop_block(n_cols, LOOP_BLOCK, itemsize)
-        return {"kernel": rmsnorm_looped_kernel, "ROWS": 1, "BLOCK": block,
-                "num_warps": num_warps_for(block, warp, per_thread=LOOP_PER_THREAD, most=32)}
-    block = triton.next_power_of_2(n_cols)
-    rows = max(1, ELEMS_PER_PROGRAM // block)
-    return {"kernel": rmsnorm_rows_kernel, "ROWS": rows, "BLOCK": block,
-            "num_warps": num_warps_for(rows * block, warp, per_thread=ROW_ELEMS_PER_THREAD)}
+    given warp size (_rows.row_config, with this family's constants)."""
+    return row_config(n_cols, warp, long_rows, chunk, itemsize, rows_kernel=rmsnorm_rows_kernel, looped_kernel=rmsnorm_looped_kernel,
+                      max_fused=MAX_FUSED, loop_block_=LOOP_BLOCK, loop_per_thread=LOOP_PER_THREAD,
+                      elems_per_program=ELEMS_PER_PROGRAM, row_elems_per_thread=ROW_ELEMS_PER_THREAD)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6, *,

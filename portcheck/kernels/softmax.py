@@ -13,8 +13,8 @@ from ..facts.numerics import DIV_ULP, EXP_ULP
 from ..oracles.softmax import softmax as softmax_ref
 from ..tolerance import Tolerance, fmt, near_zero
 from ..facts.device import warp_size
-from ._launch import check_2d, check_programs, num_warps_for, persistent_programs
-from ._rows import bench_spec, check_chunk, loop_block, row_inputs, row_variants
+from ._launch import check_2d, check_programs, persistent_programs
+from ._rows import bench_spec, check_chunk, row_config, row_inputs, row_variants
 
 MAX_FUSED = 32768          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -95,15 +95,10 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
 def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None,
            itemsize: int = 2) -> dict:
     """Launch parameters for a row length of elements of `itemsize` bytes on a device with the
-    given warp size."""
-    if long_rows or n_cols > MAX_FUSED:
-        block = chunk or loop_block(n_cols, LOOP_BLOCK, itemsize)
-        return {"kernel": softmax_online_kernel, "ROWS": 1, "BLOCK": block,
-                "num_warps": num_warps_for(block, warp, per_thread=LOOP_PER_THREAD, most=32)}
-    block = triton.next_power_of_2(n_cols)
-    rows = max(1, ELEMS_PER_PROGRAM // block)
-    return {"kernel": softmax_rows_kernel, "ROWS": rows, "BLOCK": block,
-            "num_warps": num_warps_for(rows * block, warp, per_thread=ROW_ELEMS_PER_THREAD)}
+    given warp size (_rows.row_config, with this family's constants)."""
+    return row_config(n_cols, warp, long_rows, chunk, itemsize, rows_kernel=softmax_rows_kernel, looped_kernel=softmax_online_kernel,
+                      max_fused=MAX_FUSED, loop_block_=LOOP_BLOCK, loop_per_thread=LOOP_PER_THREAD,
+                      elems_per_program=ELEMS_PER_PROGRAM, row_elems_per_thread=ROW_ELEMS_PER_THREAD)
 
 
 def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool = False,
