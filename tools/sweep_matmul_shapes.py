@@ -8,9 +8,10 @@ torch.matmul, the autotuned launcher and each configuration of the shape's class
 for M <= NARROW_M, wide ones above) with one fixed config, side by side in one process; skinny
 shapes also with split-K's fill (programs per SM) varied; wide shapes also through the pointer
 kernel (tma=False) beside the tensor-descriptor one the launcher picks on sm_90a / sm_100a.
-Timing: triton.testing's CUDA-graph replay below 50 us (no host in the loop), do_bench above;
-medians. Each result is also checked
-against torch (max |diff| / max |torch|). `--host` adds the host time of one launch (a small
+Timing as `portcheck bench` times (portcheck.speed.timing): the operands rotated over copies
+that overflow L2 (a skinny launch reads B from HBM, as in a model, not from the last launch's
+L2), CUDA-graph replay below 2e10 flops (no host in the loop), do_bench with L2 flushes above;
+medians. Each result is also checked against torch (max |diff| / max |torch|). `--host` adds the host time of one launch (a small
 shape, launches back to back with no sync, so the host is the bottleneck) and a cProfile of it.
 Speed claims in reports come from `portcheck bench`.
 """
@@ -25,10 +26,10 @@ import time
 
 import torch
 import triton
-import triton.testing
 
 from portcheck.kernels import matmul as mm
 from portcheck.kernels.matmul import launcher
+from portcheck.speed.timing import rotation_sets, time_callables
 
 SHAPES = [(1, 4104, 4104), (16, 4104, 4104), (4000, 4104, 4104), (4000, 4097, 4097),
           (4096, 4096, 4096), (8192, 8192, 8192),
@@ -41,14 +42,11 @@ EXTRA_NARROW = [launcher.Config(bm, bn, bk, 1, w, st) for bm, bn, bk, w, st in
                  (32, 128, 128, 4, 4))]
 
 
-def _time(fn, graph: bool) -> float:
-    """Median ms of one launch: graph replay for short launches (a Python launcher's host time
-    would be timed otherwise), do_bench for long ones."""
-    fn()
-    torch.cuda.synchronize()
-    if graph:
-        return triton.testing.do_bench_cudagraph(fn, rep=50, return_mode="median")
-    return triton.testing.do_bench(fn, warmup=10, rep=200, return_mode="median")
+def _time(fns, graph: bool) -> float:
+    """Median ms of one launch, cycling through `fns` (the same launch on each operand copy):
+    graph replay for short launches (a Python launcher's host time would be timed otherwise),
+    do_bench for long ones."""
+    return time_callables(fns, method="cuda_graph" if graph else "do_bench").stats.median_ms
 
 
 def _err(c, ref) -> float:
@@ -58,27 +56,30 @@ def _err(c, ref) -> float:
 def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None,
                extra: list | None = None) -> list[dict]:
     t = mm.FLOAT_DTYPES[dtype]
-    a = torch.randn(m, k, device="cuda", dtype=t)
-    b = torch.randn(k, n, device="cuda", dtype=t)
+    sets = rotation_sets((m * k + k * n) * t.itemsize, torch.cuda.get_device_properties(0).L2_cache_size)
+    copies = [(torch.randn(m, k, device="cuda", dtype=t), torch.randn(k, n, device="cuda", dtype=t))
+              for _ in range(sets)]
+    a, b = copies[0]
     ref = torch.matmul(a, b)
     flops = 2.0 * m * n * k
     rows = []
 
-    def add(name, fn):
+    def add(name, launch):
+        """launch(a, b): one matmul of the shape on the operands given."""
         try:
-            err = _err(fn(), ref)
-            ms = _time(fn, graph=flops < 2e10)
+            err = _err(launch(a, b), ref)
+            ms = _time([lambda x=x, y=y: launch(x, y) for x, y in copies], graph=flops < 2e10)
             rows.append({"shape": [m, n, k], "dtype": dtype, "what": name, "us": ms * 1e3,
                          "tflops": flops / ms / 1e9, "rel_err": err})
         except Exception as exc:  # noqa: BLE001 - a config that does not run is a row too
             rows.append({"shape": [m, n, k], "dtype": dtype, "what": name, "error": f"{type(exc).__name__}: {exc}"[:200]})
         print(json.dumps(rows[-1]), flush=True)
 
-    add("torch", lambda: torch.matmul(a, b))
-    add("autotuned", lambda: mm.matmul(a, b))
+    add("torch", torch.matmul)
+    add("autotuned", mm.matmul)
     narrow = m <= mm.NARROW_M
     if not narrow:   # the pointer kernel beside the TMA one where a launch can take TMA
-        add("autotuned, pointers", lambda: mm.matmul(a, b, tma=False))
+        add("autotuned, pointers", lambda x, y: mm.matmul(x, y, tma=False))
     fill0 = launcher.SPLIT_FILL
     for c in [c for c in mm.configs(dtype) if (c.block_m <= mm.NARROW_M) == narrow][:limit] + \
             (extra or [] if narrow else []):
@@ -88,9 +89,9 @@ def shape_rows(dtype: str, m: int, n: int, k: int, limit: int | None = None,
             launcher._workspace.cache_clear()
             launcher._PLANS.clear()     # a plan keeps the split of the launch that made it
             s = launcher.split_k(m, n, k, c.block_m, c.block_n, c.block_k, launcher._units(a.device))
-            add(f"{c.label} split {s} (fill {fill})", lambda c=c: mm.matmul(a, b, config=c))
+            add(f"{c.label} split {s} (fill {fill})", lambda x, y, c=c: mm.matmul(x, y, config=c))
             if not narrow:
-                add(f"{c.label} split {s} (fill {fill}), pointers", lambda c=c: mm.matmul(a, b, config=c, tma=False))
+                add(f"{c.label} split {s} (fill {fill}), pointers", lambda x, y, c=c: mm.matmul(x, y, config=c, tma=False))
         launcher.SPLIT_FILL = fill0
         launcher._workspace.cache_clear()
         launcher._PLANS.clear()
