@@ -61,9 +61,10 @@ TMA_DTYPES = ("fp16", "bf16")
 # tiles with B's rows 8208 bytes apart (N = 4104; 256 of the 384 tile rows a step), 256x128
 # with A's (K = 4104), and every tile shape with both. So where both operands' rows are off
 # their lines, A is copied into 128-byte rows first (256x128 then keeps a third of its rows off):
-# 4000 x 4104 x 4104 239 us against 263 (torch 205). The copy (4 M K bytes) costs about 350 / N
-# of the product's time (2 M N K flops) at 4 TB/s and 700 TFLOP/s, under a twelfth from
-# TMA_REPACK_MIN_N columns on.
+# 4000 x 4104 x 4104 243 us against 257, torch 205 (a-in-lines-both.json; where one operand is
+# on its lines, copying A measured pure cost: a-in-lines.json). The copy (4 M K bytes) costs
+# about 350 / N of the product's time (2 M N K flops) at 4 TB/s and 700 TFLOP/s, under a twelfth
+# from TMA_REPACK_MIN_N columns on.
 TMA_ROW_BYTES = 128
 TMA_REPACK_MIN_N = 4096
 
