@@ -72,17 +72,42 @@ def current_stream(device) -> int:
 
 
 _COUNTERS: dict = {}
+_SCRATCH: dict = {}
 
 
-def arrival_counters(device, n: int) -> torch.Tensor:
+def _capturing(device) -> bool:
+    """Whether a CUDA / HIP graph is being captured on the current stream: a captured launch keeps
+    the buffers it was given, and the graph may be replayed on any stream."""
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def arrival_counters(device, n: int, stream: int | None = None) -> torch.Tensor:
     """At least n int32 counters that a kernel's programs count their arrivals on, zero between
-    launches (the kernel re-arms each one it used), one set per device and stream so that
-    concurrent launches never share one."""
-    key = (device, current_stream(device))
+    launches (the kernel re-arms each one it used), one set per device and stream (`stream`: the
+    current one, when the caller has it) so that concurrent launches never share one; fresh ones
+    for a launch being captured into a graph."""
+    if _capturing(device):
+        return torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    key = (device, current_stream(device) if stream is None else stream)
     counters = _COUNTERS.get(key)
     if counters is None or counters.numel() < n:
         counters = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     return counters
+
+
+def scratch(device, elements: int, dtype: torch.dtype, stream: int | None = None) -> torch.Tensor:
+    """At least `elements` of scratch for the partial results that a launch (or a launch and its
+    reduction, queued together) writes and reads back: one buffer per device, stream and dtype,
+    which each launch on that stream reuses, since a stream runs its work in order and no two
+    streams share one. A planned launch takes it instead of a torch.empty of its own (host time);
+    a launch being captured into a graph gets a fresh one, which the graph keeps."""
+    if _capturing(device):
+        return torch.empty(elements, dtype=dtype, device=device)
+    key = (device, current_stream(device) if stream is None else stream, dtype)
+    buf = _SCRATCH.get(key)
+    if buf is None or buf.numel() < elements:
+        buf = _SCRATCH[key] = torch.empty(elements, dtype=dtype, device=device)
+    return buf
 
 
 def descriptors_supported(arch=None) -> bool:

@@ -36,6 +36,7 @@ from ..facts.archs import Arch
 from ..facts.device import compute_units, current_arch, interpreted
 from . import _plans
 from ._configs import amd_options, family_table, load
+from ._launch import scratch
 from .attention import HEAD_DIMS, LOG2E, check_heads, check_tensor, convex_combination_bound
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -197,7 +198,7 @@ def split_workspace(num_seqs: int, heads_q: int, num_splits: int, head_dim: int)
 @dataclass
 class _DecodePlan:
     """The planned launches of one key (_plans.py): the main kernel, then with several splits
-    the reduction, over a fresh workspace (split_workspace) per launch."""
+    the reduction, over this stream's scratch (split_workspace's size)."""
     main: _plans.Plan         # leading: the 6 tensors, with splits also the 3 workspace parts
     reduce: _plans.Plan | None   # leading: the 3 workspace parts and out
     workspace: tuple | None   # split_workspace(...)
@@ -209,9 +210,8 @@ class _DecodePlan:
             self.main.launch(stream, query, key_cache, value_cache, block_tables, context_lens, out)
             return out
         elements, at_max, at_sum = self.workspace
-        # held until both are queued, then freed as the checked path's is: the caching allocator
-        # hands it out again only to work queued after them on this stream
-        ws = torch.empty(elements, dtype=torch.float32, device=query.device)
+        # this stream's scratch: work queued after both kernels on it may reuse it, none before
+        ws = scratch(query.device, elements, torch.float32, stream)
         at = ws.data_ptr()
         parts = at, at + 4 * at_max, at + 4 * at_sum     # addresses: Triton's launcher takes ints
         self.main.launch(stream, query, key_cache, value_cache, block_tables, context_lens, out, *parts)

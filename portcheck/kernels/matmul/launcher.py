@@ -20,7 +20,7 @@ from ...oracles.matmul import ACTIVATIONS
 from .._configs import config_file
 from .._pruned import prune_configs_by
 from .. import _plans as plans
-from .._launch import (arrival_counters, check_vector, current_stream, descriptor_obstacle,
+from .._launch import (arrival_counters, check_vector, current_stream, descriptor_obstacle, scratch,
                        descriptors_supported)
 from .kernel import matmul_kernel, matmul_tma_kernel
 
@@ -438,13 +438,13 @@ def _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config, 
 @dataclass
 class _Plan:
     """A planned matmul: the compiled kernel (`plans.Plan`, every argument given per launch) and
-    what each launch makes fresh: the output when none is given, split-K's workspace and this
-    stream's arrival counters."""
+    what each launch takes anew: the output when none is given, and this stream's split-K
+    workspace (_launch.scratch) and arrival counters."""
     kernel: plans.Plan
     values: list             # every kernel argument in declaration order (tensors replaced per call)
     out_shape: tuple
     out_dtype: torch.dtype
-    ws: tuple | None         # (position, elements, dtype) of a fresh workspace per call
+    ws: tuple | None         # (position, elements, dtype) of the split-K workspace
     locks: tuple | None      # (position, tiles) of the per-stream arrival counters
     tma: tuple | None = None  # (TmaLayout, (BLOCK_M, BLOCK_N, BLOCK_K)): fresh descriptors per call
     line_a: int | None = None  # A copied into rows of a multiple of this many elements first
@@ -457,12 +457,13 @@ class _Plan:
         values = self.values.copy()
         operands = (a, b, out) if self.tma is None else self.tma[0].descriptors(a, b, out, *self.tma[1])
         values[:6] = *operands, bias, scale_a, scale_b
+        stream = current_stream(a.device)
         if self.ws is not None:
             at, elements, dtype = self.ws
-            values[at] = torch.empty(elements, dtype=dtype, device=a.device)
+            values[at] = scratch(a.device, elements, dtype, stream)
         if self.locks is not None:
-            values[self.locks[0]] = arrival_counters(a.device, self.locks[1])
-        self.kernel.launch(current_stream(a.device), *values)
+            values[self.locks[0]] = arrival_counters(a.device, self.locks[1], stream)
+        self.kernel.launch(stream, *values)
         return out
 
 
