@@ -97,9 +97,10 @@ def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = 
            itemsize: int = 2) -> dict:
     """Launch parameters for a row length of elements of `itemsize` bytes on a device with the
     given warp size (_rows.row_config, with this family's constants)."""
-    return row_config(n_cols, warp, long_rows, chunk, itemsize, rows_kernel=rmsnorm_rows_kernel, looped_kernel=rmsnorm_looped_kernel,
-                      max_fused=MAX_FUSED, loop_block_=LOOP_BLOCK, loop_per_thread=LOOP_PER_THREAD,
-                      elems_per_program=ELEMS_PER_PROGRAM, row_elems_per_thread=ROW_ELEMS_PER_THREAD)
+    return row_config(n_cols, warp, long_rows, chunk, itemsize, rows_kernel=rmsnorm_rows_kernel,
+                      looped_kernel=rmsnorm_looped_kernel, max_fused=MAX_FUSED, loop_block_=LOOP_BLOCK,
+                      loop_per_thread=LOOP_PER_THREAD, elems_per_program=ELEMS_PER_PROGRAM,
+                      row_elems_per_thread=ROW_ELEMS_PER_THREAD)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6, *,
