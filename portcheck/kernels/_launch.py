@@ -81,33 +81,35 @@ def _capturing(device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
+def _stream_buffer(cache: dict, device, stream: int | None, elements: int, dtype: torch.dtype,
+                   zeroed: bool) -> torch.Tensor:
+    """cache's buffer of at least `elements` for this device, stream (`stream`: the current one,
+    when the caller has it) and dtype, made (zeroed or not) or grown on demand; a fresh one for a
+    launch being captured into a graph, which the graph keeps."""
+    alloc = torch.zeros if zeroed else torch.empty
+    if _capturing(device):
+        return alloc(elements, dtype=dtype, device=device)
+    key = (device, current_stream(device) if stream is None else stream, dtype)
+    buf = cache.get(key)
+    if buf is None or buf.numel() < elements:
+        buf = cache[key] = alloc(elements, dtype=dtype, device=device)
+    return buf
+
+
 def arrival_counters(device, n: int, stream: int | None = None) -> torch.Tensor:
     """At least n int32 counters that a kernel's programs count their arrivals on, zero between
-    launches (the kernel re-arms each one it used), one set per device and stream (`stream`: the
-    current one, when the caller has it) so that concurrent launches never share one; fresh ones
-    for a launch being captured into a graph."""
-    if _capturing(device):
-        return torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
-    key = (device, current_stream(device) if stream is None else stream)
-    counters = _COUNTERS.get(key)
-    if counters is None or counters.numel() < n:
-        counters = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
-    return counters
+    launches (the kernel re-arms each one it used), one set per device and stream so that
+    concurrent launches never share one (_stream_buffer)."""
+    return _stream_buffer(_COUNTERS, device, stream, max(n, 1024), torch.int32, zeroed=True)
 
 
 def scratch(device, elements: int, dtype: torch.dtype, stream: int | None = None) -> torch.Tensor:
     """At least `elements` of scratch for the partial results that a launch (or a launch and its
-    reduction, queued together) writes and reads back: one buffer per device, stream and dtype,
-    which each launch on that stream reuses, since a stream runs its work in order and no two
-    streams share one. A planned launch takes it instead of a torch.empty of its own (host time);
-    a launch being captured into a graph gets a fresh one, which the graph keeps."""
-    if _capturing(device):
-        return torch.empty(elements, dtype=dtype, device=device)
-    key = (device, current_stream(device) if stream is None else stream, dtype)
-    buf = _SCRATCH.get(key)
-    if buf is None or buf.numel() < elements:
-        buf = _SCRATCH[key] = torch.empty(elements, dtype=dtype, device=device)
-    return buf
+    reduction, queued together) writes and reads back: one buffer per device, stream and dtype
+    (_stream_buffer), which each launch on that stream reuses, since a stream runs its work in
+    order and no two streams share one. A planned launch takes it instead of a torch.empty of its
+    own (host time)."""
+    return _stream_buffer(_SCRATCH, device, stream, elements, dtype, zeroed=False)
 
 
 def descriptors_supported(arch=None) -> bool:
