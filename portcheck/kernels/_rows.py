@@ -4,6 +4,8 @@ same input and bench shapes, and compile variants declared the same way from the
 config()."""
 from __future__ import annotations
 
+import sys
+
 import triton
 from hypothesis import strategies as st
 
@@ -24,21 +26,26 @@ def loop_block(n_cols: int, loop_block: int, itemsize: int) -> int:
     return min(triton.next_power_of_2(n_cols), max(1, loop_block * 2 // itemsize))
 
 
-def row_config(n_cols: int, warp: int, long_rows: bool, chunk: int | None, itemsize: int, *, rows_kernel,
-               looped_kernel, max_fused: int, loop_block_: int, loop_per_thread: int, elems_per_program: int,
-               row_elems_per_thread: int) -> dict:
-    """A row family's launch parameters for rows of n_cols elements of `itemsize` bytes on a
-    device of the given warp size: the looped kernel for long rows (or past max_fused), a chunk
-    of loop_block_ 16-bit elements; else the short-row kernel, several rows a program. Each
-    family's config() passes its own constants, read at the call (tools/sweep_launch.py sets them)."""
-    if long_rows or n_cols > max_fused:
-        block = chunk or loop_block(n_cols, loop_block_, itemsize)
-        return {"kernel": looped_kernel, "ROWS": 1, "BLOCK": block,
-                "num_warps": num_warps_for(block, warp, per_thread=loop_per_thread, most=32)}
-    block = triton.next_power_of_2(n_cols)
-    rows = max(1, elems_per_program // block)
-    return {"kernel": rows_kernel, "ROWS": rows, "BLOCK": block,
-            "num_warps": num_warps_for(rows * block, warp, per_thread=row_elems_per_thread)}
+def family_config(module: str, rows_kernel, looped_kernel):
+    """A row family's config(n_cols, warp, long_rows=False, chunk=None, itemsize=2): the launch
+    parameters for rows of n_cols elements of `itemsize` bytes on a device of the given warp size.
+    The looped kernel for long rows (or past MAX_FUSED), a chunk of LOOP_BLOCK 16-bit elements;
+    else the short-row kernel, several rows a program. The constants are the family module's
+    (MAX_FUSED, LOOP_BLOCK, LOOP_PER_THREAD, ELEMS_PER_PROGRAM, ROW_ELEMS_PER_THREAD), read at
+    each call, so tools/sweep_launch.py's settings of them reach it."""
+    def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None,
+               itemsize: int = 2) -> dict:
+        """Launch parameters for rows of n_cols elements of `itemsize` bytes (_rows.family_config)."""
+        mod = sys.modules[module]
+        if long_rows or n_cols > mod.MAX_FUSED:
+            block = chunk or loop_block(n_cols, mod.LOOP_BLOCK, itemsize)
+            return {"kernel": looped_kernel, "ROWS": 1, "BLOCK": block,
+                    "num_warps": num_warps_for(block, warp, per_thread=mod.LOOP_PER_THREAD, most=32)}
+        block = triton.next_power_of_2(n_cols)
+        rows = max(1, mod.ELEMS_PER_PROGRAM // block)
+        return {"kernel": rows_kernel, "ROWS": rows, "BLOCK": block,
+                "num_warps": num_warps_for(rows * block, warp, per_thread=mod.ROW_ELEMS_PER_THREAD)}
+    return config
 
 
 def bench_spec(long_rows: bool, **fields) -> dict:

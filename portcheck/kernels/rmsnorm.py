@@ -17,7 +17,7 @@ from ..oracles.norms import rms_norm as rms_norm_ref
 from ..tolerance import Tolerance, fmt
 from ..facts.device import warp_size
 from ._launch import check_2d, check_out, check_programs, check_vector, persistent_programs
-from ._rows import bench_spec, check_chunk, row_config, row_inputs, row_variants
+from ._rows import bench_spec, check_chunk, family_config, row_inputs, row_variants
 
 MAX_FUSED = 16384          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -93,14 +93,7 @@ def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_strid
             tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
 
 
-def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None,
-           itemsize: int = 2) -> dict:
-    """Launch parameters for a row length of elements of `itemsize` bytes on a device with the
-    given warp size (_rows.row_config, with this family's constants)."""
-    return row_config(n_cols, warp, long_rows, chunk, itemsize, rows_kernel=rmsnorm_rows_kernel,
-                      looped_kernel=rmsnorm_looped_kernel, max_fused=MAX_FUSED, loop_block_=LOOP_BLOCK,
-                      loop_per_thread=LOOP_PER_THREAD, elems_per_program=ELEMS_PER_PROGRAM,
-                      row_elems_per_thread=ROW_ELEMS_PER_THREAD)
+config = family_config(__name__, rmsnorm_rows_kernel, rmsnorm_looped_kernel)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6, *,

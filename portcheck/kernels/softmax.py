@@ -14,7 +14,7 @@ from ..oracles.softmax import softmax as softmax_ref
 from ..tolerance import Tolerance, fmt, near_zero
 from ..facts.device import warp_size
 from ._launch import check_2d, check_programs, persistent_programs
-from ._rows import bench_spec, check_chunk, row_config, row_inputs, row_variants
+from ._rows import bench_spec, check_chunk, family_config, row_inputs, row_variants
 
 MAX_FUSED = 32768          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -92,14 +92,7 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
                      eviction_policy="evict_first")
 
 
-def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None,
-           itemsize: int = 2) -> dict:
-    """Launch parameters for a row length of elements of `itemsize` bytes on a device with the
-    given warp size (_rows.row_config, with this family's constants)."""
-    return row_config(n_cols, warp, long_rows, chunk, itemsize, rows_kernel=softmax_rows_kernel,
-                      looped_kernel=softmax_online_kernel, max_fused=MAX_FUSED, loop_block_=LOOP_BLOCK,
-                      loop_per_thread=LOOP_PER_THREAD, elems_per_program=ELEMS_PER_PROGRAM,
-                      row_elems_per_thread=ROW_ELEMS_PER_THREAD)
+config = family_config(__name__, softmax_rows_kernel, softmax_online_kernel)
 
 
 def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool = False,
