@@ -144,7 +144,14 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", default="all", help="comma-separated indices into SHAPES, or all")
     p.add_argument("--extra-narrow", action="store_true", help="also time EXTRA_NARROW on skinny shapes")
     args = p.parse_args(argv)
-    picked = SHAPES if args.shapes == "all" else [SHAPES[int(i)] for i in args.shapes.split(",")]
+    if args.shapes == "all":
+        picked = SHAPES
+    else:
+        parts = args.shapes.split(",")
+        if not all(i.isdigit() and int(i) < len(SHAPES) for i in parts):
+            p.error(f"--shapes takes comma-separated indices from 0 to {len(SHAPES) - 1}, or all; "
+                    f"got {args.shapes!r}")
+        picked = [SHAPES[int(i)] for i in parts]
     rows, profile = [], ""
     if args.host:
         host, profile = host_rows(args.dtype)
