@@ -640,21 +640,25 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
         acc_dtype = torch.int32 if dtype == "int8" else torch.float32
         consts["ws_ptr"] = torch.empty(elements, dtype=acc_dtype, device=a.device)
         consts["lock_ptr"] = arrival_counters(a.device, tiles)
-    if config is None:
-        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])  # noqa: E731
-                             * meta["SPLIT_K"],)
-        tuner = _autotuned(arch, dtype_class(dtype))
-        kernel = tuner[grid](*args, **consts)
-        chosen = getattr(getattr(tuner, "best_config", None), "kwargs", None)
-    else:
-        grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
-                * split_k(m, n, k, config.block_m, config.block_n, config.block_k, _units(a.device)),)
-        kernel = _kernel[grid](*args, **consts, **config.constexprs(), num_warps=config.num_warps,
-                               num_stages=config.num_stages, **config.options)
-        chosen = config.constexprs()
+    units = _units(a.device)
+    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])  # noqa: E731
+                         * split_k(m, n, k, meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], units),)
+    kernel, chosen = _launched(_kernel, lambda: _autotuned(arch, dtype_class(dtype)), grid, args, consts, config)
     if a is given[0] and b is given[1]:   # a launch that copies an operand first keeps its checks
         _record_plan(key, kernel, args, consts, chosen, out, m, n, k, tiles)
     return out
+
+
+def _launched(kernel, tuner, grid, args: tuple, consts: dict, config: Config | None) -> tuple:
+    """(the compiled kernel, its configuration's constexprs) of one launch: of `kernel` with the
+    given configuration, or, where config is None, of the autotuner tuner() gives, which picks one
+    (its pick, None before it has one). grid(meta): the grid of a configuration's constexprs."""
+    if config is None:
+        tuned = tuner()
+        return tuned[grid](*args, **consts), getattr(getattr(tuned, "best_config", None), "kwargs", None)
+    chosen = config.constexprs()
+    return kernel[grid(chosen)](*args, **consts, **chosen, num_warps=config.num_warps,
+                                num_stages=config.num_stages, **config.options), chosen
 
 
 def _launch_tma(key, layout: TmaLayout, a, b, out, bias, scale_a, scale_b, m: int, n: int, k: int,
@@ -667,15 +671,8 @@ def _launch_tma(key, layout: TmaLayout, a, b, out, bias, scale_a, scale_b, m: in
     bm, bn, bk = (config.block_m, config.block_n, config.block_k) if config is not None else (16, 16, 16)
     args = (*layout.descriptors(a, b, out, bm, bn, bk), bias, scale_a, scale_b, m, n, k,
             out.stride(0), out.stride(1))
-    if config is None:
-        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
-        tuner = _autotuned(arch, dtype_class(dtype), tma=True)
-        kernel = tuner[grid](*args, **consts)
-        chosen = getattr(getattr(tuner, "best_config", None), "kwargs", None)
-    else:
-        grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-        kernel = matmul_tma_kernel[grid](*args, **consts, **config.constexprs(), num_warps=config.num_warps,
-                                         num_stages=config.num_stages, **config.options)
-        chosen = config.constexprs()
+    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
+    kernel, chosen = _launched(matmul_tma_kernel, lambda: _autotuned(arch, dtype_class(dtype), tma=True), grid,
+                               args, consts, config)
     _record_plan(key, kernel, args, consts, chosen, out, m, n, k, 0, tma=layout, line_a=line_a)
     return out
