@@ -7,7 +7,9 @@ one, with validate=False as a serving loop calls it and validate=True; matmul at
 and 256^3 (tensor descriptors on sm_90a)), side by side in one process:
 
 - host us per launch: after a sync, `count` launches back to back with no sync between them,
-  wall time / count; the median of `rounds` such rounds. For the portcheck launcher planned
+  wall time / count; the median of `rounds` such rounds, interleaved over every row (each round
+  times every launch in turn, so drift in the host's speed reaches every row alike). For the
+  portcheck launcher planned
   (the usual path: the first launch of a key plans it, kernels/_plans.py), unplanned (its plans
   cleared and none kept, so every launch runs the checks, Triton's dispatch and the recording
   too: about the cost before plans), torch eager (the case's own baselines) and, once, one
@@ -78,20 +80,25 @@ def _launchers(case_name: str, args: dict):
     return {"portcheck": call(False), "validate": call(True)}, P._PLANS
 
 
-def host_us(fn, count: int, rounds: int) -> float:
-    """Median over rounds of wall time / count, launches back to back after a sync."""
-    for _ in range(20):     # compiled, planned, allocator warm
-        fn()
-    torch.cuda.synchronize()
-    per = []
-    for _ in range(rounds):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(count):
+def host_us(fns: dict, count: int, rounds: int) -> dict:
+    """{name: median over rounds of wall time / count} for zero-arg launches, launches back to
+    back after a sync. The rounds are interleaved (each round times every launch in turn), so a
+    host whose speed drifts during the run (the leases' hosts do, by a third) moves every row
+    alike instead of the rows measured during a slow spell."""
+    for fn in fns.values():
+        for _ in range(20):     # compiled, planned, allocator warm
             fn()
-        per.append((time.perf_counter() - t0) / count)
+    per = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            fn()                # (re-plans an entry whose plans the unplanned entry cleared)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(count):
+                fn()
+            per[name].append((time.perf_counter() - t0) / count)
     torch.cuda.synchronize()
-    return statistics.median(per) * 1e6
+    return {name: statistics.median(t) * 1e6 for name, t in per.items()}
 
 
 def gpu_us(fn) -> float | str:
@@ -104,18 +111,16 @@ def gpu_us(fn) -> float | str:
         return f"{type(exc).__name__}: {exc}"[:200]
 
 
-class _Unplanned:
-    """Inside, the launcher keeps no plan: every launch is checked and dispatched by Triton."""
-
-    def __init__(self, plans):
-        self.plans = plans
-
-    def __enter__(self):
-        self.limit, self.plans.limit = self.plans.limit, 0
-        self.plans.clear()
-
-    def __exit__(self, *exc):
-        self.plans.limit = self.limit
+def _unplanned(fn, plans):
+    """fn with the launcher keeping no plan: every launch is checked and dispatched by Triton."""
+    def call():
+        limit, plans.limit = plans.limit, 0
+        plans.clear()
+        try:
+            return fn()
+        finally:
+            plans.limit = limit
+    return call
 
 
 def _row(workload: str, what: str, host, gpu) -> dict:
@@ -131,40 +136,45 @@ def _row(workload: str, what: str, host, gpu) -> dict:
 def measure(count: int, rounds: int, profile: bool) -> tuple[list[dict], dict]:
     from portcheck import cases as C
     from portcheck.strategies import drawn_on
-    rows, profiles = [], {}
     small = torch.zeros(1024, device=DEVICE)
-    rows.append(_row("floor", "torch: one small kernel (x.add_(1))", host_us(lambda: small.add_(1), count, rounds),
-                     gpu_us(lambda: small.add_(1))))
+    timed = {("floor", "torch: one small kernel (x.add_(1))"): lambda: small.add_(1)}
+    gpu = {("floor", "torch: one small kernel (x.add_(1))"): gpu_us(lambda: small.add_(1))}
+    planned = {}
     for workload, case_name, change in WORKLOADS:
         case = C.get(case_name)
         spec = {**case.bench[0], **change}
         with drawn_on(DEVICE):
             args = case.make(spec, DEVICE)
         ours, plans = _launchers(case_name, args)
-        planned = ours["portcheck"]
         label = WHAT[case_name]
-        gpu = gpu_us(planned)
-        rows.append(_row(workload, label[0], host_us(planned, count, rounds), gpu))
-        with _Unplanned(plans):
-            rows.append(_row(workload, label[1], host_us(planned, count, rounds), gpu))
+        planned[workload] = ours["portcheck"]
+        ours_gpu = gpu_us(ours["portcheck"])
+        timed[(workload, label[0])] = ours["portcheck"]
+        gpu[(workload, label[0])] = ours_gpu
+        timed[(workload, label[1])] = _unplanned(ours["portcheck"], plans)
+        gpu[(workload, label[1])] = ours_gpu
         if "validate" in ours:
-            rows.append(_row(workload, label[2], host_us(ours["validate"], count, rounds), None))
+            timed[(workload, label[2])] = ours["validate"]
+            gpu[(workload, label[2])] = None
         for name, fn in case.baselines(args).items():
             if name in BASELINES[case_name]:
-                rows.append(_row(workload, name, host_us(fn, count, rounds), gpu_us(fn)))
-        if profile:
+                timed[(workload, name)] = fn
+                gpu[(workload, name)] = gpu_us(fn)
+    host = host_us(timed, count, rounds)
+    rows = [_row(workload, what, host[(workload, what)], gpu[(workload, what)]) for workload, what in timed]
+    profiles = {}
+    if profile:
+        for workload, fn in planned.items():
             prof = cProfile.Profile()
             prof.enable()
             for _ in range(2000):
-                planned()
+                fn()
             prof.disable()
             torch.cuda.synchronize()
             text = io.StringIO()
             pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
             profiles[workload] = text.getvalue()
             print(text.getvalue(), flush=True)
-        del args, ours
-        torch.cuda.empty_cache()
     return rows, profiles
 
 
