@@ -9,11 +9,11 @@ and 256^3 (tensor descriptors on sm_90a)), side by side in one process:
 - host us per launch: after a sync, `count` launches back to back with no sync between them,
   wall time / count; the median of `rounds` such rounds, interleaved over every row (each round
   times every launch in turn, so drift in the host's speed reaches every row alike). For the
-  portcheck launcher planned
-  (the usual path: the first launch of a key plans it, kernels/_plans.py), unplanned (its plans
-  cleared and none kept, so every launch runs the checks, Triton's dispatch and the recording
-  too: about the cost before plans), torch eager (the case's own baselines) and, once, one
-  one-kernel torch op (the least a launch from Python costs on this host);
+  portcheck launcher planned (the usual path: the first launch of a key plans it,
+  kernels/_plans.py), unplanned (its plans cleared and none kept, so every launch runs the
+  checks, Triton's dispatch and the recording too: about the cost before plans), torch eager
+  (the case's own baselines) and, once, one one-kernel torch op (the least a launch from Python
+  costs on this host);
 - GPU us per launch: CUDA-graph replay (no host in the loop), median.
 
 `bound` says which is larger. Where the GPU is (GPU us > host us) the launches fill the launch
