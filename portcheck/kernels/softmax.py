@@ -22,8 +22,9 @@ ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill 
 # 0.94 of copy on the H200 against 0.76 at 16 warps (tools/sweep_launch.py, 2026-11-30)
 ROW_ELEMS_PER_THREAD = 32
 # chunk of the looped kernel: bf16 4096 x 131072 on the H200 at 32 warps, 0.687 of copy; 0.660 at
-# 8192, 0.241 at 32768 (spills) (tools/sweep_launch.py --const LOOP_BLOCK=..., 2026-12-02). 16-bit
-# rows spill 8 to 16 B a thread at this size on sm_90a (cross-compiled) and are still the fastest.
+# 8192, 0.241 at 32768 (spills) (tools/sweep_launch.py --const LOOP_BLOCK=..., 2026-12-02). With
+# the state per 16-byte group (softmax_online_kernel), 0.766 at 16384 against 0.711 per element,
+# 0.684 at 32768 (reports/examples/long-rows-h200/grouped-state.json, 2026-12-02).
 LOOP_BLOCK = 16384     # 16-bit elements (_rows.loop_block: the same bytes for fp32)
 LOOP_PER_THREAD = 8        # chunk elements per thread, within 32 warps (NVIDIA), 16 wavefronts (CDNA)
 # Long rows: programs per SM/CU of the persistent grid. Each program has one row in flight,
@@ -52,34 +53,44 @@ def softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride,
 @triton.jit
 def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
     """Persistent: program p takes rows p, p + P, p + 2P, ... (P programs), so the rows in flight
-    stay in L2 between the passes. Pass 1 keeps a per-lane running max m and sum s of exp(x - m);
-    pass 2 writes exp(x - row_max) * (1 / total). Each pass loads the next chunk before working on
-    the current one, so two chunks per thread are in flight."""
+    stay in L2 between the passes. Pass 1 keeps a running max m and sum s of exp(x - m) per lane,
+    a lane being a GROUP of elements one thread loads together (16 bytes), so that each chunk
+    folds into them within each thread, with no reduction across the program until the row ends;
+    pass 2 writes exp(x - row_max) * (1 / total). Each pass loads the next chunk before working
+    on the current one, so two chunks per thread are in flight."""
+    # a group is one thread's 16-byte load: tl.reshape then keeps it in that thread's registers
+    WIDTH: tl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth
+    GROUP: tl.constexpr = BLOCK if BLOCK < WIDTH else WIDTH
+    LANES: tl.constexpr = BLOCK // GROUP
     cols = tl.arange(0, BLOCK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
         x_row = x_ptr + row64 * x_stride
         y_row = y_ptr + row64 * y_stride
-        m = tl.full([BLOCK], -float("inf"), tl.float32)
-        s = tl.zeros([BLOCK], tl.float32)
         # pass 1 reads x from HBM: keep its lines in L2 for pass 2
         nxt = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_last")
+        # the lanes' state starts in the layout the groups' reductions give it (one of tl.full's
+        # own would be converted through shared memory on every chunk)
+        zero = tl.sum(tl.reshape(tl.where(cols < 0, nxt.to(tl.float32), 0.0), [LANES, GROUP]), axis=1)
+        m = zero - float("inf")
+        s = zero
         for start in range(0, n_cols, BLOCK):
-            x = nxt.to(tl.float32)
+            x = tl.reshape(nxt.to(tl.float32), [LANES, GROUP])
             ahead = start + BLOCK + cols
             nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=-float("inf"), eviction_policy="evict_last")
-            # one exp per element: e = exp(-|x - m|) is the new term when x <= m, and the factor
-            # that rescales s when x > m (the new term is then exp(0) = 1). A NaN in x makes d,
-            # e and s NaN for good (the max may drop it: max.f32 returns the other operand).
-            # x = -inf adds nothing, and on a lane still at -inf would give (-inf) - (-inf) = NaN.
-            d = x - m
-            e = tl.where(x == -float("inf"), 0.0, tl.exp(-tl.abs(d)))
-            s = tl.where(d > 0, s * e + 1.0, s + e)
-            m = tl.maximum(m, x)
+            # each group's max and sum of exp(x - max), merged into its lane's at the larger max.
+            # x = -inf adds nothing; a NaN or a +inf ((+inf) - (+inf)) makes the sum NaN for good;
+            # an empty sum (only -inf so far) is skipped, so (-inf) - (-inf) never reaches exp.
+            # The max element of a group adds exp(0) = 1: a group with a finite value sums >= 1.
+            g_max = tl.max(x, axis=1)
+            g_sum = tl.sum(tl.where(x == -float("inf"), 0.0, tl.exp(x - g_max[:, None])), axis=1)
+            new = tl.maximum(m, g_max)
+            s = tl.where(s == 0.0, 0.0, s * tl.exp(m - new)) + tl.where(g_sum == 0.0, 0.0, g_sum * tl.exp(g_max - new))
+            m = new
         row_max = tl.max(m, axis=0)
-        # s >= 1 on a lane that saw a finite or +inf value, 0 on one that saw only -inf (whose
-        # m - row_max may be NaN); a +inf anywhere makes m - row_max NaN on its lane: all NaN,
-        # as IEEE arithmetic gives exp(inf - inf)
+        # s >= 1 on a lane that saw a finite value, NaN on one that saw a NaN or a +inf (so the
+        # total is NaN and so is every output, as IEEE arithmetic gives exp(inf - inf)), 0 on one
+        # that saw only -inf (whose m - row_max may be NaN)
         total = tl.sum(tl.where(s == 0.0, 0.0, s * tl.exp(m - row_max)), axis=0)
         inv = tl.math.div_rn(1.0, total)   # one rounding here, one in the product below
         nxt = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_first")
