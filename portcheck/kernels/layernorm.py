@@ -29,7 +29,9 @@ ROW_ELEMS_PER_THREAD = 16
 # chunk of the looped kernel: bf16 4096 x 131072 on the H200 at 32 warps, 0.724 of copy; 0.616 at
 # 16384, 0.121 at 65536 (spills); with per-lane Welford state 0.657 at 16384 and 0.168 at 32768
 # (tools/sweep_launch.py --const LOOP_BLOCK=..., 2026-12-02). 16-bit rows spill 8 to 48 B a
-# thread at this size on sm_90a (cross-compiled) and are still the fastest.
+# thread at this size on sm_90a (cross-compiled) and are still the fastest. State per 16-byte
+# group, as softmax's looped kernel keeps it: 0.70 against 0.72 at 32768, no spills (not kept;
+# reports/examples/long-rows-h200/grouped-state.json, 2026-12-02).
 LOOP_BLOCK = 32768     # 16-bit elements (_rows.loop_block: the same bytes for fp32)
 LOOP_PER_THREAD = 8        # chunk elements per thread, within 32 warps (NVIDIA), 16 wavefronts (CDNA)
 # Long rows: programs per SM/CU of the persistent grid. Each program has one row in flight,
