@@ -353,10 +353,13 @@ def _tma_blocks(nargs) -> None:
 
 # ---- the kernel as launched: EVEN_K from the sizes, and the autotuner over the data file ----
 
-_kernel = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
-                             "SPLIT_K": _split_of,
-                             "M_FITS": lambda args: args["M"] >= args["BLOCK_M"],
-                             "N_FITS": lambda args: args["N"] >= args["BLOCK_N"]})(matmul_kernel)
+# matmul_kernel's constexprs that follow from its sizes and tiles: computed at each launch by
+# triton.heuristics, and again by _record_plan for the launch a plan keeps
+_HEURISTICS = {"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
+               "SPLIT_K": _split_of,
+               "M_FITS": lambda args: args["M"] >= args["BLOCK_M"],
+               "N_FITS": lambda args: args["N"] >= args["BLOCK_N"]}
+_kernel = triton.heuristics(_HEURISTICS)(matmul_kernel)
 
 
 def _operand_a(named_args) -> torch.Tensor:
@@ -468,7 +471,7 @@ class _Plan:
 
 
 def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, out: torch.Tensor, m: int, n: int,
-                 k: int, tiles: int, tma: TmaLayout | None = None, line_a: int | None = None) -> None:
+                 tiles: int, tma: TmaLayout | None = None, line_a: int | None = None) -> None:
     """Keeps what the first launch of `key` did, once its kernel is compiled: matmul_kernel's, or
     matmul_tma_kernel's with `tma` (and A's copy into rows of `line_a` elements, if it made one)."""
     if key is None or chosen is None or len(_PLANS) >= _PLANS.limit or not hasattr(kernel, "packed_metadata"):
@@ -480,9 +483,8 @@ def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, out: torc
     blocks = full["BLOCK_M"], full["BLOCK_N"], full["BLOCK_K"]
     split, ws, locks = 1, None, None
     if tma is None:   # what matmul_kernel's heuristics computed at the launch
-        full["EVEN_K"] = k % blocks[2] == 0
-        full["M_FITS"], full["N_FITS"] = m >= blocks[0], n >= blocks[1]
-        split = full["SPLIT_K"] = split_k(m, n, k, *blocks, _units(out.device))
+        full.update({name: rule(full) for name, rule in _HEURISTICS.items()})
+        split = full["SPLIT_K"]
         if split > 1:
             ws = (names.index("ws_ptr"), full["ws_ptr"].numel(), full["ws_ptr"].dtype)
             locks = (names.index("lock_ptr"), tiles)
@@ -618,7 +620,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
               "PRECISION": dot_fp32_precision(arch) if dtype == "fp32" else "ieee",
               "FP8_ACC": fp8_accumulation(arch) if is_fp8 else "none"}
     blocks = (config.block_m, config.block_n, config.block_k) if config is not None else None
-    elements, tiles = _workspace(arch, dtype, blocks, m, n, k, _units(a.device))
+    units = _units(a.device)
+    elements, tiles = _workspace(arch, dtype, blocks, m, n, k, units)
     layout = tma_layout(arch, dtype, a, b, out, m, config) if not elements and tma is not False else None
     if tma and layout is None:
         raise ValueError("tensor descriptors requested (tma=True), but this launch cannot take them: they "
@@ -640,12 +643,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
         acc_dtype = torch.int32 if dtype == "int8" else torch.float32
         consts["ws_ptr"] = torch.empty(elements, dtype=acc_dtype, device=a.device)
         consts["lock_ptr"] = arrival_counters(a.device, tiles)
-    units = _units(a.device)
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])  # noqa: E731
                          * split_k(m, n, k, meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], units),)
     kernel, chosen = _launched(_kernel, lambda: _autotuned(arch, dtype_class(dtype)), grid, args, consts, config)
     if a is given[0] and b is given[1]:   # a launch that copies an operand first keeps its checks
-        _record_plan(key, kernel, args, consts, chosen, out, m, n, k, tiles)
+        _record_plan(key, kernel, args, consts, chosen, out, m, n, tiles)
     return out
 
 
@@ -674,5 +676,5 @@ def _launch_tma(key, layout: TmaLayout, a, b, out, bias, scale_a, scale_b, m: in
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
     kernel, chosen = _launched(matmul_tma_kernel, lambda: _autotuned(arch, dtype_class(dtype), tma=True), grid,
                                args, consts, config)
-    _record_plan(key, kernel, args, consts, chosen, out, m, n, k, 0, tma=layout, line_a=line_a)
+    _record_plan(key, kernel, args, consts, chosen, out, m, n, 0, tma=layout, line_a=line_a)
     return out
