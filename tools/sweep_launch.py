@@ -9,8 +9,8 @@ reads from its module (the tile size, `ELEMS_PER_PROGRAM` or the module's own na
 the elements per thread that `num_warps_for` turns into num_warps), and any other module
 constant named with --const (repeatable: every combination; skipped for modules without it),
 times one launch with triton.testing.do_bench (median, L2 flushed), and prints the fraction of
-copy bandwidth measured at the start of the run. The fastest row per spec is marked; the chosen values go into the
-kernel modules by hand, with the figure that justified them.
+copy bandwidth measured at the start of the run. The fastest row per spec is marked; the chosen
+values go into the kernel modules by hand, with the figure that justified them.
 """
 from __future__ import annotations
 

@@ -11,8 +11,9 @@ kernel (tma=False) beside the tensor-descriptor one the launcher picks on sm_90a
 Timing as `portcheck bench` times (portcheck.speed.timing): the operands rotated over copies
 that overflow L2 (a skinny launch reads B from HBM, as in a model, not from the last launch's
 L2), CUDA-graph replay below 2e10 flops (no host in the loop), do_bench with L2 flushes above;
-medians. Each result is also checked against torch (max |diff| / max |torch|). `--host` adds the host time of one launch (a small
-shape, launches back to back with no sync, so the host is the bottleneck) and a cProfile of it.
+medians. Each result is also checked against torch (max |diff| / max |torch|). `--host` adds
+the host time of one launch (a small shape, launches back to back with no sync, so the host is
+the bottleneck) and a cProfile of it.
 Speed claims in reports come from `portcheck bench`.
 """
 from __future__ import annotations
