@@ -137,15 +137,20 @@ def test_tma_variants_compile_clean_through_tma_and_the_arch_matrix_unit():
     """matmul_tma_kernel's launches (every wide bf16 configuration of sm_90a and sm_100a; none on
     sm_120 or AMD), built by portcheck's compile pipeline (tensordesc<...> stand-ins) and judged
     by its lints: each passes with no error finding and no spills, copies no tile with cp.async
-    (TMA does) and runs the arch's matrix unit (wgmma, tcgen05)."""
+    (TMA does), runs the arch's matrix unit (wgmma, tcgen05) and allocates the shared memory
+    tma_shared_bytes estimates (an upper bound, off by no more than the mbarrier allowance)."""
     assert not mm.tma_variants(ARCHS["sm_120"]) and not mm.tma_variants(ARCHS["gfx942"])
-    tasks = [variant_task(v, arch, "matmul", "matmul", "bf16") for arch in ("sm_90a", "sm_100a")
-             for v in mm.tma_variants(ARCHS[arch])]
+    chosen = [(arch, v) for arch in ("sm_90a", "sm_100a") for v in mm.tma_variants(ARCHS[arch])]
+    tasks = [variant_task(v, arch, "matmul", "matmul", "bf16") for arch, v in chosen]
     assert len(tasks) >= 8
-    for r in compile_tasks(tasks, CompileSettings(jobs=2, timeout=600)):
+    for (arch, v), r in zip(chosen, compile_tasks(tasks, CompileSettings(jobs=2, timeout=600))):
         m = r.metrics
         assert r.verdict == "pass", (r.arch, r.message)
         assert not [f for f in r.lints if f["severity"] == "error"], (r.arch, r.lints)
         assert m["spill_bytes"] == 0 and m["shared"] <= ARCHS[r.arch].shared_per_block, (r.arch, m)
+        c = v.constexprs
+        est = mm.tma_shared_bytes(mm.Config(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], v.num_warps,
+                                            v.num_stages), 2, ARCHS[arch])
+        assert m["shared"] <= est <= m["shared"] + mm.MBARRIER_BYTES, (arch, v.label, m["shared"], est)
         assert not m["async_copy_sizes"], (r.arch, m["async_copy_sizes"])
         assert any(ARCHS[r.arch].matrix_family in ins for ins in m["matrix_instructions"]), (r.arch, m)

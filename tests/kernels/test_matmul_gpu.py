@@ -7,6 +7,7 @@ import os
 
 import pytest
 import torch
+from triton import cdiv as triton_cdiv
 
 from portcheck.dtypes import fmt
 from portcheck.facts.device import current_arch, dot_fp32_precision
@@ -142,3 +143,32 @@ def test_tma_launches_agree_with_float64(monkeypatch, m, n, k, dtype, b_kmajor):
     ref, bound, text = _bound(a[rows], b, c[rows], dtype)
     err = (c[rows].double() - ref).abs()
     assert (err <= bound).all(), f"worst err/bound {float((err / bound).max()):.3g}; {text}"
+
+
+@pytest.mark.parametrize("c_aligned", [True, False])
+def test_every_tile_of_a_persistent_tma_launch_is_written_and_right(monkeypatch, c_aligned):
+    """matmul_tma_kernel's programs each walk several C tiles (at most one program per SM): with
+    every wide configuration, on M and N that end mid-tile and many more tiles than SMs, the whole
+    of C, filled with NaN first, is within the float64 bound: no tile skipped, written twice with
+    another's values or cut at its halves; C through a descriptor and through masked pointers
+    (rows 16-byte misaligned)."""
+    from portcheck.kernels.matmul import launcher
+    if not launcher.tma_arch(current_arch()):
+        pytest.skip(f"{current_arch().name} runs no TMA matmul")
+    seen = []
+    real = launcher._launch_tma
+    monkeypatch.setattr(launcher, "_launch_tma", lambda key, layout, *rest: seen.append(layout) or real(key, layout, *rest))
+    m, n, k = 4000, 3000, 256
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
+    ref, bound, text = _bound(a, b, torch.empty(0, dtype=torch.bfloat16), "bf16")
+    wide = [c for c in mm.configs("bf16") if c.block_m > mm.NARROW_M]
+    assert wide
+    for cfg in wide:
+        assert triton_cdiv(m, cfg.block_m) * triton_cdiv(n, cfg.block_n) > 2 * torch.cuda.get_device_properties(0).multi_processor_count
+        out = torch.full((m, n if c_aligned else n + 1), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+        c = mm.matmul(a, b, out=out, config=cfg)
+        assert seen[-1] == mm.TmaLayout(False, c_aligned), cfg.label
+        err = (c.double() - ref).abs()
+        assert (err <= bound).all(), f"{cfg.label}: worst err/bound {float((err / bound).nan_to_num(float('inf')).max()):.3g}; {text}"

@@ -11,8 +11,9 @@ last to finish sums their partial tiles in split order (deterministic). A comput
 copies operands whose rows are not 16-byte aligned (K = 4097) into aligned K-major rows first.
 On sm_90a and sm_100a (matrix units that read shared memory) a 16-bit launch of wide tiles
 without split-K whose operands are 16-byte aligned reads its tiles through tensor descriptors
-instead (matmul_tma_kernel; `tma=False` keeps the pointer kernel): the copy engine zero-fills
-past M, N and K, so that kernel has no tails and no tile that moves back. Where both operands'
+instead (matmul_tma_kernel, persistent: at most one program per SM, each walking C tiles;
+`tma=False` keeps the pointer kernel): the copy engine zero-fills past M, N and K, so that
+kernel has no tails and no tile that moves back. Where both operands'
 rows fall off 128-byte lines (N = K = 4104), A is copied into whole-line rows first: the copy
 engine fetches a tile row by row, and a row across two lines costs it two requests.
 On a GPU the first launch of an arguments' metadata records a plan, and later ones launch the
@@ -43,9 +44,9 @@ from .case import FP8_MMA_K, accumulation_bound, tma_variants
 from .kernel import matmul_kernel, matmul_tma_kernel
 from .launcher import (FLOAT_DTYPES, FP8_DTYPES, FP8_OUT, MBARRIER_BYTES, NARROW_M, TMA_DTYPES, Config,
                        TmaLayout, alignment_hints, arch_configs, config_table, configs, dtype_class,
-                       k_major_only, matmul, shared_bytes, tma_layout, vendor)
+                       k_major_only, matmul, shared_bytes, tma_layout, tma_shared_bytes, vendor)
 
 __all__ = ["FLOAT_DTYPES", "FP8_DTYPES", "FP8_MMA_K", "FP8_OUT", "MBARRIER_BYTES", "NARROW_M",
            "TMA_DTYPES", "Config", "TmaLayout", "accumulation_bound", "alignment_hints", "arch_configs",
            "config_table", "configs", "dtype_class", "k_major_only", "matmul", "matmul_kernel",
-           "matmul_tma_kernel", "shared_bytes", "tma_layout", "tma_variants", "vendor"]
+           "matmul_tma_kernel", "shared_bytes", "tma_layout", "tma_shared_bytes", "tma_variants", "vendor"]

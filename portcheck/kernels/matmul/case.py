@@ -19,7 +19,7 @@ from ...oracles.matmul import matmul as matmul_ref
 from ...tolerance import Tolerance, exact
 from .kernel import matmul_kernel, matmul_tma_kernel
 from .launcher import (FLOAT_DTYPES, FP8_DTYPES, FP8_OUT, INT_ACTIVATIONS, NARROW_M, Config,
-                       arch_configs, configs, k_major_only, matmul, tma_arch)
+                       arch_configs, configs, k_major_only, matmul, tma_arch, tma_shared_bytes)
 
 FP8_MMA_K = 32             # k of one fp8 MMA instruction (wgmma / mma.sync m16n8k32)
 
@@ -414,12 +414,13 @@ def tma_variants(arch: Arch, dtypes=("bf16",)) -> list[Variant]:
     out = []
     for dtype in dtypes:
         t = fmt(dtype).triton_name
-        for cfg in arch_configs(arch, dtype, arch.shared_per_block):
-            if cfg.block_m <= NARROW_M:
+        in_bytes = fmt(dtype).torch_dtype.itemsize
+        for cfg in arch_configs(arch, dtype, None):
+            if cfg.block_m <= NARROW_M or tma_shared_bytes(cfg, in_bytes, arch) > arch.shared_per_block:
                 continue
             bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
             sig = {"a_desc": f"tensordesc<{t}[{bm}, {bk}]>", "b_desc": f"tensordesc<{t}[{bk}, {bn}]>",
-                   "c": f"tensordesc<{t}[{bm}, {bn}]>", "M": "i32", "N": "i32", "K": "i32", "stride_cm": "i32"}
+                   "c": f"tensordesc<{t}[{bm}, {bn // 2}]>", "M": "i32", "N": "i32", "K": "i32", "stride_cm": "i32"}
             consts = {"bias_ptr": None, "scale_a_ptr": None, "scale_b_ptr": None, "stride_cn": 1,
                       **cfg.constexprs(), "B_KMAJOR": False, "C_DESC": True, "WIDE": False,
                       "HAS_BIAS": False, "HAS_SCALES": False, "ACTIVATION": "none",

@@ -176,6 +176,18 @@ def shared_bytes(cfg: Config, in_bytes: int, arch: Arch) -> int:
     return max(1, cfg.num_stages - 1) * tile
 
 
+def tma_shared_bytes(cfg: Config, in_bytes: int, arch: Arch) -> int:
+    """matmul_tma_kernel's shared memory: shared_bytes' tile buffers, which its flattened tile
+    loop keeps live through the epilogue, plus the half C tile (16-bit, the operands' dtype) the
+    epilogue stages there; on tcgen05 a tile of fewer than 128 rows also converts the half tile
+    it reads out of tensor memory through a scratch of a byte per element (cross-compiled
+    sm_100a: 2, 4 and 8 KB at 64 x 64, 128 and 256). tests/kernels/test_matmul_compile.py
+    checks this against the compiler."""
+    half = cfg.block_m * (cfg.block_n // 2)
+    convert = half if arch.matrix_family == "tcgen05" and cfg.block_m < 128 else 0
+    return shared_bytes(cfg, in_bytes, arch) + half * in_bytes + convert
+
+
 def arch_configs(arch: Arch, dtype: str, shared_limit: int | None) -> list[Config]:
     """The configurations this kernel may use for dtype on arch, within its shared memory."""
     table = config_table()[vendor(arch)][dtype_class(dtype)]
@@ -309,7 +321,7 @@ class TmaLayout:
         """(a_desc, b_desc, c) for BLOCK_M x BLOCK_N x BLOCK_K tiles."""
         b_desc = (TensorDescriptor.from_tensor(b.t(), [bn, bk]) if self.b_kmajor
                   else TensorDescriptor.from_tensor(b, [bk, bn]))
-        c = TensorDescriptor.from_tensor(out, [bm, bn]) if self.c_desc else out
+        c = TensorDescriptor.from_tensor(out, [bm, bn // 2]) if self.c_desc else out   # half tiles
         return TensorDescriptor.from_tensor(a, [bm, bk]), b_desc, c
 
 
@@ -323,13 +335,16 @@ def tma_arch(arch: Arch) -> bool:
 
 def tma_layout(arch: Arch, dtype: str, a, b, out, m: int, config: Config | None) -> TmaLayout | None:
     """The TmaLayout of a launch that can take matmul_tma_kernel, else None: a 16-bit dtype, wide
-    tiles (M or the given configuration's BLOCK_M over NARROW_M), a tma_arch, A
-    with unit stride along K, B along N or K, each 16-byte aligned at its start and between rows.
+    tiles (M or the given configuration's BLOCK_M over NARROW_M; a given configuration within the
+    device's shared memory by tma_shared_bytes), a tma_arch, A with unit stride along K, B along N or K, each 16-byte aligned at its start and between rows.
     Never under --as-arch or while a launch recorder replaces Triton's dispatch (portcheck
     compile's capture describes pointer arguments only; case.tma_variants declares these)."""
     if dtype not in TMA_DTYPES or not _wide_tiles(m, config) or not tma_arch(arch) \
             or forced() or plans.dispatch_replaced() or a.shape[1] == 0:   # (no empty box to encode)
         return None
+    limit = _device_shared_limit()
+    if config is not None and limit is not None and tma_shared_bytes(config, a.element_size(), arch) > limit:
+        return None   # a given configuration the pointer kernel fits and this one does not
     if a.stride(1) != 1 or descriptor_obstacle(a):
         return None
     if b.stride(1) == 1 and not descriptor_obstacle(b):
@@ -348,7 +363,7 @@ def _tma_blocks(nargs) -> None:
     nargs["a_desc"].block_shape = [bm, bk]
     nargs["b_desc"].block_shape = [bn, bk] if nargs["B_KMAJOR"] else [bk, bn]
     if nargs["C_DESC"]:
-        nargs["c"].block_shape = [bm, bn]
+        nargs["c"].block_shape = [bm, bn // 2]
 
 
 # ---- the kernel as launched: EVEN_K from the sizes, and the autotuner over the data file ----
@@ -373,7 +388,8 @@ def _prune(configs_in, named_args, **kwargs):
     dtype = fmt(_operand_a(named_args).dtype).name
     arch = current_arch()
     in_bytes = _operand_a(named_args).element_size()
-    fits = [c for c in configs_in if limit is None or shared_bytes(
+    need = tma_shared_bytes if "a_desc" in named_args else shared_bytes
+    fits = [c for c in configs_in if limit is None or need(
         Config(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], 1, c.num_warps,
                c.num_stages), in_bytes, arch) <= limit]
     narrow = named_args["M"] <= NARROW_M
@@ -488,7 +504,10 @@ def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, out: torc
         if split > 1:
             ws = (names.index("ws_ptr"), full["ws_ptr"].numel(), full["ws_ptr"].dtype)
             locks = (names.index("lock_ptr"), tiles)
-    grid = (triton.cdiv(m, blocks[0]) * triton.cdiv(n, blocks[1]) * split, 1, 1)
+    programs = triton.cdiv(m, blocks[0]) * triton.cdiv(n, blocks[1]) * split
+    if tma is not None:   # persistent: at most a program per SM
+        programs = min(programs, _units(out.device))
+    grid = (programs, 1, 1)
     # kernel.run is a property: it loads the kernel's handles first
     compiled = plans.Plan(kernel.run, kernel.function, kernel.packed_metadata, grid, ())
     _PLANS.put(key, _Plan(compiled, [full[name] for name in names], tuple(out.shape), out.dtype, ws, locks,
@@ -666,14 +685,16 @@ def _launched(kernel, tuner, grid, args: tuple, consts: dict, config: Config | N
 def _launch_tma(key, layout: TmaLayout, a, b, out, bias, scale_a, scale_b, m: int, n: int, k: int,
                 consts: dict, config: Config | None, arch: Arch, dtype: str, line_a: int | None = None
                 ) -> torch.Tensor:
-    """The launch through matmul_tma_kernel: one program per C tile (no split-K here). `line_a`:
-    A is a copy with rows of a multiple of that many elements, as a planned launch makes again."""
+    """The launch through matmul_tma_kernel: a persistent grid of at most one program per SM / CU,
+    which walk the C tiles (no split-K here). `line_a`: A is a copy with rows of a multiple of that
+    many elements, as a planned launch makes again."""
     consts = {**consts, **layout.constexprs()}
     # the autotuner's pre-hook sets each configuration's tile shapes on these descriptors
     bm, bn, bk = (config.block_m, config.block_n, config.block_k) if config is not None else (16, 16, 16)
     args = (*layout.descriptors(a, b, out, bm, bn, bk), bias, scale_a, scale_b, m, n, k,
             out.stride(0), out.stride(1))
-    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
+    units = _units(a.device)
+    grid = lambda meta: (min(units, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)  # noqa: E731
     kernel, chosen = _launched(matmul_tma_kernel, lambda: _autotuned(arch, dtype_class(dtype), tma=True), grid,
                                args, consts, config)
     _record_plan(key, kernel, args, consts, chosen, out, m, n, 0, tma=layout, line_a=line_a)
