@@ -164,11 +164,12 @@ def test_every_tile_of_a_persistent_tma_launch_is_written_and_right(monkeypatch,
     b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
     ref, bound, text = _bound(a, b, torch.empty(0, dtype=torch.bfloat16), "bf16")
     wide = [c for c in mm.configs("bf16") if c.block_m > mm.NARROW_M]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert wide
     for cfg in wide:
-        assert triton_cdiv(m, cfg.block_m) * triton_cdiv(n, cfg.block_n) > 2 * torch.cuda.get_device_properties(0).multi_processor_count
-        out = torch.full((m, n if c_aligned else n + 1), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
-        c = mm.matmul(a, b, out=out, config=cfg)
+        assert triton_cdiv(m, cfg.block_m) * triton_cdiv(n, cfg.block_n) > 2 * sms, cfg.label
+        out = torch.full((m, n if c_aligned else n + 1), float("nan"), device="cuda", dtype=torch.bfloat16)
+        c = mm.matmul(a, b, out=out[:, :n], config=cfg)
         assert seen[-1] == mm.TmaLayout(False, c_aligned), cfg.label
-        err = (c.double() - ref).abs()
-        assert (err <= bound).all(), f"{cfg.label}: worst err/bound {float((err / bound).nan_to_num(float('inf')).max()):.3g}; {text}"
+        ratio = ((c.double() - ref).abs() / bound).nan_to_num(float("inf"))   # NaN: a tile never written
+        assert (ratio <= 1).all(), f"{cfg.label}: worst err/bound {float(ratio.max()):.3g}; {text}"

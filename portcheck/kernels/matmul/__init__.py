@@ -13,9 +13,9 @@ On sm_90a and sm_100a (matrix units that read shared memory) a 16-bit launch of 
 without split-K whose operands are 16-byte aligned reads its tiles through tensor descriptors
 instead (matmul_tma_kernel, persistent: at most one program per SM, each walking C tiles;
 `tma=False` keeps the pointer kernel): the copy engine zero-fills past M, N and K, so that
-kernel has no tails and no tile that moves back. Where both operands'
-rows fall off 128-byte lines (N = K = 4104), A is copied into whole-line rows first: the copy
-engine fetches a tile row by row, and a row across two lines costs it two requests.
+kernel has no tails and no tile that moves back. Where both operands' rows fall off 128-byte
+lines (N = K = 4104), A is copied into whole-line rows first: the copy engine fetches a tile
+row by row, and a row across two lines costs it two requests.
 On a GPU the first launch of an arguments' metadata records a plan, and later ones launch the
 compiled kernel directly (launcher.py).
 

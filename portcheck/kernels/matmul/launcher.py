@@ -336,9 +336,10 @@ def tma_arch(arch: Arch) -> bool:
 def tma_layout(arch: Arch, dtype: str, a, b, out, m: int, config: Config | None) -> TmaLayout | None:
     """The TmaLayout of a launch that can take matmul_tma_kernel, else None: a 16-bit dtype, wide
     tiles (M or the given configuration's BLOCK_M over NARROW_M; a given configuration within the
-    device's shared memory by tma_shared_bytes), a tma_arch, A with unit stride along K, B along N or K, each 16-byte aligned at its start and between rows.
-    Never under --as-arch or while a launch recorder replaces Triton's dispatch (portcheck
-    compile's capture describes pointer arguments only; case.tma_variants declares these)."""
+    device's shared memory by tma_shared_bytes), a tma_arch, A with unit stride along K, B along
+    N or K, each 16-byte aligned at its start and between rows. Never under --as-arch or while a
+    launch recorder replaces Triton's dispatch (portcheck compile's capture describes pointer
+    arguments only; case.tma_variants declares these)."""
     if dtype not in TMA_DTYPES or not _wide_tiles(m, config) or not tma_arch(arch) \
             or forced() or plans.dispatch_replaced() or a.shape[1] == 0:   # (no empty box to encode)
         return None
