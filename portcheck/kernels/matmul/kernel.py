@@ -174,6 +174,12 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
 
 
 @triton.jit
+def _halves(x):
+    """The left and right column halves of a 2-D tile."""
+    return tl.split(tl.permute(tl.reshape(x, (x.shape[0], 2, x.shape[1] // 2)), (0, 2, 1)))
+
+
+@triton.jit
 def matmul_tma_kernel(a_desc, b_desc, c, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K, stride_cm, stride_cn,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr, B_KMAJOR: tl.constexpr, C_DESC: tl.constexpr,
@@ -187,9 +193,9 @@ def matmul_tma_kernel(a_desc, b_desc, c, bias_ptr, scale_a_ptr, scale_b_ptr, M, 
     buffer, B_KMAJOR). C is stored through a descriptor of BLOCK_M x BLOCK_N / 2 boxes, one half
     tile at a time (C_DESC: clipped at M and N; half the epilogue's shared memory, which sits
     beside the pipeline's buffers here), or, when its rows are not 16-byte aligned, through
-    masked pointers. The tile loop is flattened into the K loop, so the next tile's first loads
-    are in flight while this one's epilogue runs: 2 to 4% faster than one program per tile at
-    4096^3 and 8192^3 on the H200 (reports/examples/matmul-h200/persistent/)."""
+    masked pointers a quarter tile at a time. The tile loop is flattened into the K loop, so the
+    next tile's first loads are in flight while this one's epilogue runs: 2 to 4% faster than
+    one program per tile at 4096^3 and 8192^3 on the H200 (reports/examples/matmul-h200/persistent/)."""
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
         pid_m, pid_n = _grouped(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -203,18 +209,28 @@ def matmul_tma_kernel(a_desc, b_desc, c, bias_ptr, scale_a_ptr, scale_b_ptr, M, 
             else:
                 b = b_desc.load([k * BLOCK_K, col0])
             acc = _mma(a, b, acc, PRECISION, FP8_ACC)
-        # the epilogue and the store one half tile at a time: half the registers its temporaries
-        # take (GELU's) and half the shared memory a descriptor store stages
+        # the epilogue and the store a part of the tile at a time: fewer registers for its
+        # temporaries (GELU's) and half the shared memory a descriptor store stages
         HALF: tl.constexpr = BLOCK_N // 2
-        left, right = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, HALF)), (0, 2, 1)))
+        left, right = _halves(acc)
         if C_DESC:
             cols = col0 + tl.arange(0, HALF)
             c.store([row0, col0], _epilogue(left, bias_ptr, scale_a_ptr, scale_b_ptr, cols, N, HAS_BIAS,
                                             HAS_SCALES, ACTIVATION).to(c.dtype))
             c.store([row0, col0 + HALF], _epilogue(right, bias_ptr, scale_a_ptr, scale_b_ptr, cols + HALF, N,
                                                    HAS_BIAS, HAS_SCALES, ACTIVATION).to(c.dtype))
-        else:   # (half tiles: column tile 2 pid_n and 2 pid_n + 1 of width HALF)
-            _finish(left, c, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, 2 * pid_n, M, N,
-                    stride_cm, stride_cn, BLOCK_M, HALF, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
-            _finish(right, c, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0 + HALF, pid_m, 2 * pid_n + 1, M,
-                    N, stride_cm, stride_cn, BLOCK_M, HALF, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
+        else:
+            # quarters: each element's 64-bit address takes two registers, and half tiles spilled
+            # 128 to 264 B with bias + GELU (sm_90a, cross-compiled). Quarter i is column tile
+            # 4 pid_n + i of width Q.
+            Q: tl.constexpr = HALF // 2
+            q0, q1 = _halves(left)
+            q2, q3 = _halves(right)
+            _finish(q0, c, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, 4 * pid_n, M, N,
+                    stride_cm, stride_cn, BLOCK_M, Q, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
+            _finish(q1, c, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0 + Q, pid_m, 4 * pid_n + 1, M, N,
+                    stride_cm, stride_cn, BLOCK_M, Q, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
+            _finish(q2, c, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0 + 2 * Q, pid_m, 4 * pid_n + 2, M, N,
+                    stride_cm, stride_cn, BLOCK_M, Q, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
+            _finish(q3, c, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0 + 3 * Q, pid_m, 4 * pid_n + 3, M, N,
+                    stride_cm, stride_cn, BLOCK_M, Q, WIDE, HAS_BIAS, HAS_SCALES, ACTIVATION)
