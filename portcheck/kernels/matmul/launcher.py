@@ -487,10 +487,11 @@ class _Plan:
         return out
 
 
-def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, out: torch.Tensor, m: int, n: int,
+def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, out: torch.Tensor, grid,
                  tiles: int, tma: TmaLayout | None = None, line_a: int | None = None) -> None:
     """Keeps what the first launch of `key` did, once its kernel is compiled: matmul_kernel's, or
-    matmul_tma_kernel's with `tma` (and A's copy into rows of `line_a` elements, if it made one)."""
+    matmul_tma_kernel's with `tma` (and A's copy into rows of `line_a` elements, if it made one).
+    grid(meta): the launch's own grid of a configuration's constexprs."""
     if key is None or chosen is None or len(_PLANS) >= _PLANS.limit or not hasattr(kernel, "packed_metadata"):
         return
     defaults = plans.parameters(matmul_kernel if tma is None else matmul_tma_kernel)
@@ -498,19 +499,14 @@ def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, out: torc
     # (chosen may carry AMD compiler options, which are not parameters: the values keep names only)
     full = {**defaults, **dict(zip(names, args)), **consts, **chosen}
     blocks = full["BLOCK_M"], full["BLOCK_N"], full["BLOCK_K"]
-    split, ws, locks = 1, None, None
+    ws, locks = None, None
     if tma is None:   # what matmul_kernel's heuristics computed at the launch
         full.update({name: rule(full) for name, rule in _HEURISTICS.items()})
-        split = full["SPLIT_K"]
-        if split > 1:
+        if full["SPLIT_K"] > 1:
             ws = (names.index("ws_ptr"), full["ws_ptr"].numel(), full["ws_ptr"].dtype)
             locks = (names.index("lock_ptr"), tiles)
-    programs = triton.cdiv(m, blocks[0]) * triton.cdiv(n, blocks[1]) * split
-    if tma is not None:   # persistent: at most a program per SM
-        programs = min(programs, _units(out.device))
-    grid = (programs, 1, 1)
     # kernel.run is a property: it loads the kernel's handles first
-    compiled = plans.Plan(kernel.run, kernel.function, kernel.packed_metadata, grid, ())
+    compiled = plans.Plan(kernel.run, kernel.function, kernel.packed_metadata, (*grid(full), 1, 1), ())
     _PLANS.put(key, _Plan(compiled, [full[name] for name in names], tuple(out.shape), out.dtype, ws, locks,
                           None if tma is None else (tma, blocks), line_a))
 
@@ -667,7 +663,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
                          * split_k(m, n, k, meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], units),)
     kernel, chosen = _launched(_kernel, lambda: _autotuned(arch, dtype_class(dtype)), grid, args, consts, config)
     if a is given[0] and b is given[1]:   # a launch that copies an operand first keeps its checks
-        _record_plan(key, kernel, args, consts, chosen, out, m, n, tiles)
+        _record_plan(key, kernel, args, consts, chosen, out, grid, tiles)
     return out
 
 
@@ -698,5 +694,5 @@ def _launch_tma(key, layout: TmaLayout, a, b, out, bias, scale_a, scale_b, m: in
     grid = lambda meta: (min(units, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)  # noqa: E731
     kernel, chosen = _launched(matmul_tma_kernel, lambda: _autotuned(arch, dtype_class(dtype), tma=True), grid,
                                args, consts, config)
-    _record_plan(key, kernel, args, consts, chosen, out, m, n, 0, tma=layout, line_a=line_a)
+    _record_plan(key, kernel, args, consts, chosen, out, grid, 0, tma=layout, line_a=line_a)
     return out
