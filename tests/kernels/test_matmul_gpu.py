@@ -15,6 +15,7 @@ from portcheck.kernels import _launch
 from portcheck.kernels import matmul as mm
 from portcheck.oracles.matmul import abs_product
 from portcheck.oracles.matmul import matmul as matmul_ref
+from tests.support.launching import tma_launches
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or not torch.cuda.is_available(),
@@ -129,9 +130,7 @@ def test_tma_launches_agree_with_float64(monkeypatch, m, n, k, dtype, b_kmajor):
     from portcheck.kernels.matmul import launcher
     if not launcher.tma_arch(current_arch()):
         pytest.skip(f"{current_arch().name} runs no TMA matmul")
-    seen = []
-    real = launcher._launch_tma
-    monkeypatch.setattr(launcher, "_launch_tma", lambda key, layout, *rest: seen.append(layout) or real(key, layout, *rest))
+    seen = tma_launches(monkeypatch)
     g = torch.Generator(device="cuda").manual_seed(m + n + k)
     t = mm.FLOAT_DTYPES[dtype]
     a = torch.randn(m, k, device="cuda", generator=g).to(t)
@@ -155,9 +154,7 @@ def test_every_tile_of_a_persistent_tma_launch_is_written_and_right(monkeypatch,
     from portcheck.kernels.matmul import launcher
     if not launcher.tma_arch(current_arch()):
         pytest.skip(f"{current_arch().name} runs no TMA matmul")
-    seen = []
-    real = launcher._launch_tma
-    monkeypatch.setattr(launcher, "_launch_tma", lambda key, layout, *rest: seen.append(layout) or real(key, layout, *rest))
+    seen = tma_launches(monkeypatch)
     m, n, k = 4000, 3000, 256
     g = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)

@@ -12,6 +12,7 @@ from portcheck.kernels.matmul import case as mm_case
 from portcheck.kernels.matmul import launcher as mm_launcher
 from portcheck.oracles.matmul import int_matmul
 from portcheck.oracles.matmul import matmul as matmul_ref
+from tests.support.launching import tma_launches
 
 INTERPRETER = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -323,18 +324,6 @@ def test_rows_are_copied_whole_through_the_wide_view_or_element_by_element(cols,
     assert torch.equal(dst, src_t)
 
 
-def _tma_launches(monkeypatch) -> list:
-    """The TmaLayouts of the launches that take matmul_tma_kernel from here on (they still run)."""
-    seen = []
-    real = mm_launcher._launch_tma
-
-    def spy(key, layout, *rest):
-        seen.append(layout)
-        return real(key, layout, *rest)
-    monkeypatch.setattr(mm_launcher, "_launch_tma", spy)
-    return seen
-
-
 @pytest.mark.parametrize("arch,runs", [("sm_90a", True), ("sm_100a", True), ("sm_120", False),
                                        ("sm_80", False), ("gfx942", False)])
 def test_tma_runs_only_where_descriptors_feed_a_shared_memory_matrix_unit(arch, runs):
@@ -383,7 +372,7 @@ def test_tma_kernel_equals_the_pointer_kernel_on_every_tail(monkeypatch, m, n, k
     n_c = n if c_aligned else n + 1
     if c_aligned and (n * 2) % 16:
         pytest.skip("C rows not 16-byte aligned at this N")
-    seen = _tma_launches(monkeypatch)
+    seen = tma_launches(monkeypatch)
     got = mm.matmul(a, b, bias=bias, activation="gelu", out=torch.empty(m, n_c).half()[:, :n])
     assert len(seen) == 1 and seen[0] == mm.TmaLayout(b_kmajor, c_aligned)
     assert torch.equal(got, mm.matmul(a, b, bias=bias, activation="gelu", tma=True,

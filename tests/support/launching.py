@@ -23,3 +23,17 @@ class NoLaunch:
 def forbid_launches(monkeypatch, module, *kernel_names: str) -> None:
     for name in kernel_names:
         monkeypatch.setattr(module, name, NoLaunch())
+
+
+def tma_launches(monkeypatch) -> list:
+    """The TmaLayouts of the matmul launches that take matmul_tma_kernel from here on (they still
+    run)."""
+    from portcheck.kernels.matmul import launcher
+    seen = []
+    real = launcher._launch_tma
+
+    def spy(key, layout, *rest):
+        seen.append(layout)
+        return real(key, layout, *rest)
+    monkeypatch.setattr(launcher, "_launch_tma", spy)
+    return seen
