@@ -1,8 +1,14 @@
-"""4000 x 4104 x 4104 and 4096 x 4104 x 4104 bf16 on the persistent TMA kernel: A copied into
-whole 128-byte lines first (main's rule) or read in place, autotuned and per wide configuration,
-with torch in the same rounds (portcheck.speed.timing, operands rotated past L2, do_bench)."""
+"""bf16 on the persistent TMA kernel: A copied into whole 128-byte lines first (main's rule) or read
+in place, autotuned and per configuration, with torch in the same rounds (portcheck.speed.timing,
+operands rotated past L2, do_bench).
+
+    python3 copy_or_not.py OUT.json            # every wide table entry, at 4000 x 4104 x 4104 and
+                                               # 4096 x 4104 x 4104 (persistent/copy-or-not.json)
+    python3 copy_or_not.py OUT.json --tiles    # TILES, at 4000 x 4104 x 4104 and 4096^3
+                                               # (persistent/tiles-and-groups.json)
+"""
+import argparse
 import json
-import sys
 
 import torch
 
@@ -10,16 +16,24 @@ from portcheck.kernels import matmul as mm
 from portcheck.kernels.matmul import launcher
 from portcheck.speed.timing import rotation_sets, time_callables
 
+C = launcher.Config
+# the table's first three wide entries as they were on 14be303, BLOCK_K = 128 at two stages, and
+# 256x128x64 grouped 4, 16 and 2 tile rows deep
+TILES = [C(128, 256, 64, 8, 8, 3), C(128, 256, 64, 8, 8, 4), C(256, 128, 64, 8, 8, 3),
+         C(256, 128, 128, 8, 8, 2), C(128, 256, 128, 8, 8, 2),
+         C(256, 128, 64, 4, 8, 3), C(256, 128, 64, 16, 8, 3), C(256, 128, 64, 2, 8, 3)]
 
-def main(path):
+
+def main(path: str, tiles: bool) -> None:
     rows = []
     min_n = launcher.TMA_REPACK_MIN_N
-    for m, n, k in ((4000, 4104, 4104), (4096, 4104, 4104)):
+    shapes = ((4000, 4104, 4104), (4096, 4096, 4096) if tiles else (4096, 4104, 4104))
+    for m, n, k in shapes:
         sets = rotation_sets((m * k + k * n) * 2, torch.cuda.get_device_properties(0).L2_cache_size)
         copies = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
                    torch.randn(k, n, device="cuda", dtype=torch.bfloat16)) for _ in range(sets)]
         ref = torch.matmul(*copies[0]).float()
-        wide = [c for c in mm.configs("bf16") if c.block_m > mm.NARROW_M]
+        wide = TILES if tiles else [c for c in mm.configs("bf16") if c.block_m > mm.NARROW_M]
         cands = [("torch", None, None)] + [(f"{'autotuned' if c is None else c.label} {how}", c, how)
                                             for c in [None] + wide for how in ("copy A", "A in place")]
         for name, cfg, how in cands:
@@ -43,4 +57,8 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out")
+    p.add_argument("--tiles", action="store_true", help="the tile shapes and groups of TILES")
+    args = p.parse_args()
+    main(args.out, args.tiles)
