@@ -641,8 +641,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
     layout = tma_layout(arch, dtype, a, b, out, m, config) if not elements and tma is not False else None
     if tma and layout is None:
         raise ValueError("tensor descriptors requested (tma=True), but this launch cannot take them: they "
-                         "need fp16 or bf16, tiles of more than NARROW_M rows without split-K, sm_90a or "
-                         "sm_100a, A contiguous along K, B along N or K, and 16-byte aligned rows")
+                         "need fp16 or bf16, tiles of more than NARROW_M rows without split-K (a given "
+                         "configuration within shared memory: tma_shared_bytes), sm_90a or sm_100a, A "
+                         "contiguous along K, B along N or K, and 16-byte aligned rows")
     if layout is not None:
         line_a = None   # A copied into whole lines (TMA_ROW_BYTES): the plan copies it again each launch
         if a is given[0] and b is given[1] and n >= TMA_REPACK_MIN_N and m * n >= REPACK_FROM * (m + n) \
