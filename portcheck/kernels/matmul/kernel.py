@@ -112,14 +112,16 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
     # The last tile along M or N is moved back to end at M or N when it fits there, so every
     # index stays in bounds and contiguous (a wrap modulo N = 4104 left 16-byte runs along a
     # row-major B and cost 30%, tools/sweep_matmul_shapes.py); it stores only its own rows and
-    # columns. Narrower than one tile, M or N wraps instead (the store drops the copies).
+    # columns. Narrower than one tile, N wraps instead (the store drops the copies), and A's rows
+    # past M read as zeros: a wrap at M = 1 (which Triton specialises) broadcasts one row over the
+    # tile, and that A load cost the H200 0.5 to 4.7 us of a 12 to 19 us launch (bf16, M = 1,
+    # N = K = 4104, reports/examples/matmul-h200/skinny/skinny-round2.json).
     row0 = pid_m * BLOCK_M
     col0 = pid_n * BLOCK_N
     if M_FITS:
         row0 = min(row0, M - BLOCK_M)
-        rm = row0 + tl.arange(0, BLOCK_M)
-    else:
-        rm = (row0 + tl.arange(0, BLOCK_M)) % M
+    rm = row0 + tl.arange(0, BLOCK_M)
+    a_rows = (rm < M)[:, None] | M_FITS   # all true (and folded away) when the tile fits
     if N_FITS:
         col0 = min(col0, N - BLOCK_N)
         rn = col0 + tl.arange(0, BLOCK_N)
@@ -138,13 +140,17 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     # whole slices unmasked, so their loads vectorize and pipeline; the K tail once, masked
     for _ in range(k_first, min(k_end, K // BLOCK_K)):
-        acc = _mma(tl.load(a_ptrs), tl.load(b_ptrs), acc, PRECISION, FP8_ACC)
+        if M_FITS:
+            a = tl.load(a_ptrs)
+        else:
+            a = tl.load(a_ptrs, mask=a_rows, other=0.0)
+        acc = _mma(a, tl.load(b_ptrs), acc, PRECISION, FP8_ACC)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     if not EVEN_K:
         if (k_end == k_tiles) & (k_first < k_end):   # the run that ends K, unless it is empty
             k_left = K - (k_tiles - 1) * BLOCK_K
-            a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
+            a = tl.load(a_ptrs, mask=a_rows & (rk[None, :] < k_left), other=0.0)
             b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
             acc = _mma(a, b, acc, PRECISION, FP8_ACC)
 
@@ -157,9 +163,9 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
         # epilogue and re-arms the tile's counter for the next launch
         offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
         slots = ws_ptr + tile * (SPLIT_K * BLOCK_M * BLOCK_N)
-        # only the rows below M: at M = 1 the other 15 of a 16-row tile are copies of row 0
-        # (the wrap above), and writing and reading them back was 15/16 of the partials' traffic
-        real = ((row0 + tl.arange(0, BLOCK_M)) < M)[:, None]
+        # only the rows below M: at M = 1 the other 15 of a 16-row tile are zeros, and writing
+        # and reading them back was 15/16 of the partials' traffic
+        real = (rm < M)[:, None]
         tl.store(slots + split * (BLOCK_M * BLOCK_N) + offs, acc, mask=real)
         tl.debug_barrier()   # every thread's partial is written before the release below
         arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
