@@ -2,6 +2,9 @@
 logic, and no device facts: those are portcheck.facts.device)."""
 from __future__ import annotations
 
+import ctypes
+from functools import lru_cache
+
 import torch
 import triton
 
@@ -73,6 +76,12 @@ def current_stream(device) -> int:
 
 _COUNTERS: dict = {}
 _SCRATCH: dict = {}
+# Under graph capture: (id of the cache, device, stream, dtype) -> (capture id, buffer), the buffer the
+# launches captured on that stream share. One per capture, not one per launch: a zeroed buffer
+# made in a capture is a fill kernel in every replay (0.64 us of a 12 us skinny matmul on the
+# H200, reports/examples/matmul-h200/skinny/graph-profile.json), and the launches on one
+# captured stream run in order, as eager launches on one stream do.
+_CAPTURED: dict = {}
 
 
 def _capturing(device) -> bool:
@@ -81,15 +90,52 @@ def _capturing(device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
+@lru_cache(maxsize=None)
+def _capture_info():
+    """The driver's (stream, *status, *id) query of a stream's capture: cuStreamGetCaptureInfo
+    (CUDA driver API, the three-argument form) or hipStreamGetCaptureInfo; None where neither loads."""
+    lib, name = ("libamdhip64.so", "hipStreamGetCaptureInfo") if torch.version.hip \
+        else ("libcuda.so.1", "cuStreamGetCaptureInfo")
+    try:
+        fn = getattr(ctypes.CDLL(lib), name)
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_ulonglong)]
+    return fn
+
+
+def _capture_id(stream: int) -> int | None:
+    """The id of the graph capture under way on a raw stream (unique in the process: a buffer held
+    for one capture is never handed to another graph), or None where it cannot be asked."""
+    query = _capture_info()
+    if query is None:
+        return None
+    status, capture = ctypes.c_int(), ctypes.c_ulonglong()
+    if query(stream, ctypes.byref(status), ctypes.byref(capture)) != 0 or status.value != 1:   # 1: active
+        return None
+    return capture.value
+
+
 def _stream_buffer(cache: dict, device, stream: int | None, elements: int, dtype: torch.dtype,
                    zeroed: bool) -> torch.Tensor:
     """cache's buffer of at least `elements` for this device, stream (`stream`: the current one,
-    when the caller has it) and dtype, made (zeroed or not) or grown on demand; a fresh one for a
-    launch being captured into a graph, which the graph keeps."""
+    when the caller has it) and dtype, made (zeroed or not) or grown on demand. Under graph
+    capture, the capture's own (which the graph keeps), shared by the launches captured on that
+    stream; one per launch where the capture cannot be identified."""
     alloc = torch.zeros if zeroed else torch.empty
+    stream = current_stream(device) if stream is None else stream
     if _capturing(device):
-        return alloc(elements, dtype=dtype, device=device)
-    key = (device, current_stream(device) if stream is None else stream, dtype)
+        capture = _capture_id(stream)
+        key = (id(cache), device, stream, dtype)
+        held = _CAPTURED.get(key)
+        if capture is not None and held is not None and held[0] == capture and held[1].numel() >= elements:
+            return held[1]
+        buf = alloc(elements, dtype=dtype, device=device)
+        if capture is not None:
+            _CAPTURED[key] = (capture, buf)
+        return buf
+    key = (device, stream, dtype)
     buf = cache.get(key)
     if buf is None or buf.numel() < elements:
         buf = cache[key] = alloc(elements, dtype=dtype, device=device)

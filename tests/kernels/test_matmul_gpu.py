@@ -121,6 +121,37 @@ def test_planned_launches_equal_the_first_launch_bit_for_bit(m, n, k, dtype, bia
         launcher._plan_key(a, b, None, bias_t, "none", None, None, None, None)
 
 
+def test_split_k_launches_captured_in_graphs_share_the_captures_counters_and_replay_right():
+    """Skinny (split-K) launches captured into CUDA / HIP graphs: the driver names the capture, so
+    its launches share one zeroed set of arrival counters instead of a fill kernel each; two
+    graphs of the same launches replay, in any order, bitwise what eager launches give, and leave
+    every counter re-armed."""
+    torch.manual_seed(3)
+    a = [torch.randn(m, 4104, device="cuda").to(torch.bfloat16) for m in (1, 16)]
+    b = torch.randn(4104, 4104, device="cuda").to(torch.bfloat16)
+    eager = [mm.matmul(x, b) for x in a]      # autotuned and planned here, not under capture
+    outs, graphs, counters = [], [], []
+    for _ in range(2):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            stream = _launch.current_stream(b.device)
+            capture = _launch._capture_id(stream)
+            assert capture is not None, "the driver could not name the capture"
+            outs.append([mm.matmul(x, b) for x in a])
+            held = _launch._CAPTURED.get((id(_launch._COUNTERS), b.device, stream, torch.int32))
+            assert held is not None and held[0] == capture, "the launches took no counters of this capture"
+            counters.append(held[1])
+        graphs.append(graph)
+    assert counters[0] is not counters[1]
+    for i in (1, 0, 0, 1):
+        for o in outs[i]:
+            o.zero_()
+        graphs[i].replay()
+        torch.cuda.synchronize()
+        assert all(torch.equal(o, e) for o, e in zip(outs[i], eager)), f"graph {i}"
+    assert not any(c.any() for c in counters)
+
+
 @pytest.mark.parametrize("m,n,k,dtype,b_kmajor", [(4000, 4104, 4104, "bf16", False), (4096, 4104, 4096, "fp16", True),
                                                    (333, 200, 96, "bf16", False), (4096, 4096, 4104, "bf16", True)])
 def test_tma_launches_agree_with_float64(monkeypatch, m, n, k, dtype, b_kmajor):

@@ -325,6 +325,35 @@ def test_scratch_is_one_buffer_per_device_stream_and_dtype_grown_on_demand_and_f
     grown = _launch.scratch(cpu, 200, torch.float32, stream=7)
     assert grown.numel() == 200 and _launch.scratch(cpu, 100, torch.float32, stream=7) is grown
     monkeypatch.setattr(_launch, "_capturing", lambda device: True)   # a graph keeps its own
+    monkeypatch.setattr(_launch, "_capture_id", lambda stream: None)  # capture not identified: per launch
     assert _launch.scratch(cpu, 100, torch.float32, stream=7) is not grown
     counters = _launch.arrival_counters(cpu, 10, stream=7)
     assert counters is not _launch.arrival_counters(cpu, 10, stream=7) and not counters.any()
+
+
+def test_launches_captured_on_one_stream_share_that_captures_buffers_and_no_other_capture_does(monkeypatch):
+    """Under graph capture a zeroed buffer is a fill kernel in every replay: the launches of one
+    capture on one stream share one (they run in order); another capture, stream or a larger
+    request gets its own, and eager launches never see a captured one."""
+    from portcheck.kernels import _launch
+    for cache in ("_SCRATCH", "_COUNTERS", "_CAPTURED"):
+        monkeypatch.setattr(_launch, cache, {})
+    cpu = torch.device("cpu")
+    eager = _launch.arrival_counters(cpu, 10, stream=7)
+    capture = {"id": 41}
+    monkeypatch.setattr(_launch, "_capturing", lambda device: True)
+    monkeypatch.setattr(_launch, "_capture_id", lambda stream: capture["id"])
+    counters = _launch.arrival_counters(cpu, 10, stream=7)
+    assert counters is not eager and not counters.any()
+    assert _launch.arrival_counters(cpu, 20, stream=7) is counters          # same capture and stream
+    assert _launch.arrival_counters(cpu, 10, stream=8) is not counters      # another captured stream
+    work = _launch.scratch(cpu, 100, torch.float32, stream=7)
+    assert work is not counters and _launch.scratch(cpu, 60, torch.float32, stream=7) is work
+    assert _launch.scratch(cpu, 60, torch.int32, stream=7) is not work      # another dtype
+    bigger = _launch.scratch(cpu, 200, torch.float32, stream=7)
+    assert bigger is not work and bigger.numel() == 200
+    capture["id"] = 42                                                       # the next graph
+    assert _launch.arrival_counters(cpu, 10, stream=7) is not counters
+    assert _launch.scratch(cpu, 100, torch.float32, stream=7) is not bigger
+    monkeypatch.setattr(_launch, "_capturing", lambda device: False)
+    assert _launch.arrival_counters(cpu, 10, stream=7) is eager

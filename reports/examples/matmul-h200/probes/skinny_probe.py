@@ -166,15 +166,20 @@ def variants(m: int, sms: int, quick: bool):
     return out
 
 
+def rotated_operands(m: int, n: int, k: int) -> list:
+    """bf16 (A, B) copies enough to rotate past L2, as `portcheck bench` reads them."""
+    sets = rotation_sets((m * k + k * n) * 2, torch.cuda.get_device_properties(0).L2_cache_size)
+    return [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+             torch.randn(k, n, device="cuda", dtype=torch.bfloat16)) for _ in range(sets)]
+
+
 def main(path: str, quick: bool, round2: bool) -> None:
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     rows = []
     n = k = 4104
     for m in (1, 16):
-        sets = rotation_sets((m * k + k * n) * 2, props.L2_cache_size)
-        copies = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
-                   torch.randn(k, n, device="cuda", dtype=torch.bfloat16)) for _ in range(sets)]
+        copies = rotated_operands(m, n, k)
         ref = (copies[0][0].double() @ copies[0][1].double())
         scale = float(ref.abs().max())
 
