@@ -94,11 +94,17 @@ def _capturing(device) -> bool:
 def _capture_info():
     """The driver's (stream, *status, *id) query of a stream's capture: cuStreamGetCaptureInfo
     (CUDA driver API, the three-argument form) or hipStreamGetCaptureInfo; None where neither loads."""
-    lib, name = ("libamdhip64.so", "hipStreamGetCaptureInfo") if torch.version.hip \
-        else ("libcuda.so.1", "cuStreamGetCaptureInfo")
-    try:
-        fn = getattr(ctypes.CDLL(lib), name)
-    except (OSError, AttributeError):
+    if torch.version.hip:   # the HIP runtime torch loaded, by the names its releases carry
+        libs, name = ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"), "hipStreamGetCaptureInfo"
+    else:
+        libs, name = ("libcuda.so.1",), "cuStreamGetCaptureInfo"
+    for lib in libs:
+        try:
+            fn = getattr(ctypes.CDLL(lib), name)
+            break
+        except (OSError, AttributeError):
+            continue
+    else:
         return None
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_ulonglong)]
