@@ -12,10 +12,14 @@ layout must have at least rank >= 2" for the row's reductions); 3.8.0 and 3.9.0 
 (cluster-rows-compile.jsonl).
 """
 import json
+import os
 import sys
 
 import triton
 import triton.language as tl
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.py beside it
+from rows_common import nvidia_resources, row_timer  # noqa: E402
 
 
 @triton.jit
@@ -49,11 +53,7 @@ def softmax_cluster_kernel(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
 
 def check_compile() -> None:
     """Each kernel for sm_90a at 131072 bf16 columns, clusters of 2 and 4: compiled or the error,
-    with registers and stack bytes (cuobjdump --dump-resource-usage, from the triton wheel)."""
-    import os
-    import re
-    import subprocess
-    import tempfile
+    with registers and stack bytes (portcheck.compile.binary.nvidia_resources)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     for kernel, extra in ((rms_cluster_kernel, {"eps": "fp32"}), (ln_cluster_kernel, {"eps": "fp32"}),
@@ -66,14 +66,7 @@ def check_compile() -> None:
                                                {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]],
                                                 (3,): [["tt.divisibility", 16]]}),
                                      target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_ctas": ctas})
-                with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-                    f.write(out.asm["cubin"])
-                    f.flush()
-                    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-                    usage = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-                row.update(registers=int(re.search(r"REG:(\d+)", usage).group(1)),
-                           stack=int(re.search(r"STACK:(\d+)", usage).group(1)),
-                           cluster_loads=out.asm["ptx"].count("ld.shared::cluster"))
+                row.update(nvidia_resources(out.asm["cubin"]), cluster_loads=out.asm["ptx"].count("ld.shared::cluster"))
             except Exception as e:  # noqa: BLE001
                 row["error"] = str(e).strip().splitlines()[-1][:200]
             print(json.dumps(row), flush=True)
@@ -81,27 +74,14 @@ def check_compile() -> None:
 
 def main(path: str) -> None:
     import torch
-    import triton.testing
     from portcheck.kernels import layernorm, rmsnorm, softmax
     from portcheck.speed.ceilings import measure_copy
     copy = measure_copy()["gbs"]
     rows_n, cols_n = 4096, 131072
     x = torch.randn(rows_n, cols_n, device="cuda", dtype=torch.bfloat16)
     y = torch.empty_like(x)
-    nbytes = 2 * x.numel() * 2
     rows = []
-
-    def t(name, fn, ref=None):
-        try:
-            fn()
-            torch.cuda.synchronize()
-            err = float((y.float() - ref).abs().max()) if ref is not None else None
-            ms = triton.testing.do_bench(fn, warmup=10, rep=100, return_mode="median")
-            rows.append({"what": name, "us": ms * 1e3, "of_copy": nbytes / (ms * 1e6) / copy,
-                         "max_abs_diff_vs_main": err})
-        except Exception as e:  # noqa: BLE001
-            rows.append({"what": name, "error": str(e)[:300]})
-        print(json.dumps(rows[-1]), flush=True)
+    t = row_timer(x, y, copy, rows)
 
     cluster = {"rmsnorm": lambda ctas, w: rms_cluster_kernel[(rows_n,)](x, y, cols_n, cols_n, 1e-6, BLOCK=cols_n,
                                                                          num_warps=w, num_ctas=ctas),

@@ -13,10 +13,14 @@ Variants are those that compile without spills for sm_90a under Triton 3.6 (the 
 with `--check-spills` on a machine with that Triton and no GPU.
 """
 import json
+import os
 import sys
 
 import triton
 import triton.language as tl
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.py beside it
+from rows_common import nvidia_resources, row_timer  # noqa: E402
 
 # (BLOCK, KEEP, num_warps): those that spill at most 8 bytes a thread under Triton 3.6 for sm_90a
 # (`--check-spills`, keep-rows-spills-triton36.jsonl; 32768-column chunks, 16 warps and KEEP = 3
@@ -100,12 +104,8 @@ def rms_keep_kernel(x_ptr, y_ptr, n_rows, n_cols, stride, eps, BLOCK: tl.constex
 
 
 def check_spills() -> None:
-    """Cross-compile every variant for sm_90a with this machine's Triton: registers and spill
-    stores (cuobjdump --dump-resource-usage, from the triton wheel)."""
-    import os
-    import re
-    import subprocess
-    import tempfile
+    """Cross-compile every variant for sm_90a with this machine's Triton: registers and stack
+    (spill) bytes (portcheck.compile.binary.nvidia_resources)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32", "stride": "i32", "eps": "fp32",
@@ -115,19 +115,12 @@ def check_spills() -> None:
                                        {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]],
                                         (4,): [["tt.divisibility", 16]]}),
                              target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(out.asm["cubin"])
-            f.flush()
-            tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-            usage = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
         print(json.dumps({"triton": triton.__version__, "block": block, "keep": keep, "warps": warps,
-                          "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
-                          "stack": int(re.search(r"STACK:(\d+)", usage).group(1))}))
+                          **nvidia_resources(out.asm["cubin"])}))
 
 
 def main(path: str) -> None:
     import torch
-    import triton.testing
     from portcheck.kernels import rmsnorm
     from portcheck.speed.ceilings import measure_copy
     copy = measure_copy()["gbs"]
@@ -135,30 +128,15 @@ def main(path: str) -> None:
     x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16)
     y = torch.empty_like(x)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    nbytes = 2 * x.numel() * 2
     rows = []
-
-    def t(name, fn, ref=None):
-        try:
-            fn()
-            torch.cuda.synchronize()
-            err = float((y.float() - ref).abs().max()) if ref is not None else None
-            ms = triton.testing.do_bench(fn, warmup=10, rep=100, return_mode="median")
-            rows.append({"what": name, "us": ms * 1e3, "of_copy": nbytes / (ms * 1e6) / copy,
-                         "max_abs_diff_vs_main": err})
-        except Exception as e:  # noqa: BLE001
-            rows.append({"what": name, "error": str(e)[:300]})
-        print(json.dumps(rows[-1]), flush=True)
-
+    t = row_timer(x, y, copy, rows)
     for _ in range(2):
         t("rmsnorm main (looped)", lambda: rmsnorm.rms_norm(x, out=y, long_rows=True))
         ref = y.float().clone()
         for block, keep, warps in VARIANTS:
             t(f"keep {keep} x {block} w{warps}", lambda b=block, k=keep, w=warps: rms_keep_kernel[(sms,)](
                 x, y, n_rows, n_cols, n_cols, 1e-6, BLOCK=b, KEEP=k, num_warps=w), ref)
-
     json.dump({"copy_gbs": copy, "rows": rows}, open(path, "w"), indent=1)
-
 
 if __name__ == "__main__":
     if sys.argv[1] == "--check-spills":
