@@ -9,7 +9,7 @@ import triton.language as tl
 
 from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
-from ..facts.numerics import DIV_ULP, EXP_ULP
+from ..facts.numerics import DIV_ULP, EXP2_ULP, EXP_ULP
 from ..oracles.softmax import softmax as softmax_ref
 from ..tolerance import Tolerance, fmt, near_zero
 from ..facts.device import warp_size
@@ -57,11 +57,20 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
     a lane being a GROUP of elements one thread loads together (16 bytes), so that each chunk
     folds into them within each thread, with no reduction across the program until the row ends;
     pass 2 writes exp(x - row_max) * (1 / total). Each pass loads the next chunk before working
-    on the current one, so two chunks per thread are in flight."""
+    on the current one, so two chunks per thread are in flight.
+
+    exp is exp2 of the argument times log2(e) as ex2.approx.ftz (tl.math.exp2): tl.exp's ex2
+    without ftz costs a compare and two predicated multiplies an element to keep subnormal
+    results, 0.766 -> 0.816 of copy on the H200 (bf16 4096 x 131072,
+    reports/examples/long-rows-h200/shared-weight.json). Pass 1's flushed terms are below
+    2^-126 of a sum >= 1; pass 2 computes 2^(t + 24) * (2^-24 / total), t = (x - row_max)
+    log2(e), whose exp2 is normal for every t >= -150 (below that y < 2^-150 rounds to 0 in any
+    output dtype), so no output is flushed."""
     # a group is one thread's 16-byte load: tl.reshape then keeps it in that thread's registers
     WIDTH: tl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth
     GROUP: tl.constexpr = BLOCK if BLOCK < WIDTH else WIDTH
     LANES: tl.constexpr = BLOCK // GROUP
+    LOG2E: tl.constexpr = 1.4426950408889634
     cols = tl.arange(0, BLOCK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
@@ -80,25 +89,29 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
             nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=-float("inf"), eviction_policy="evict_last")
             # each group's max and sum of exp(x - max), merged into its lane's at the larger max.
             # x = -inf adds nothing; a NaN or a +inf ((+inf) - (+inf)) makes the sum NaN for good;
-            # an empty sum (only -inf so far) is skipped, so (-inf) - (-inf) never reaches exp.
+            # a group of only -inf (its exp arguments (-inf) - (-inf), NaN) sums to 0, tested once
+            # a group, and an empty sum (only -inf so far) is skipped in the merge.
             # The max element of a group adds exp(0) = 1: a group with a finite value sums >= 1.
             g_max = tl.max(x, axis=1)
-            g_sum = tl.sum(tl.where(x == -float("inf"), 0.0, tl.exp(x - g_max[:, None])), axis=1)
+            g_sum = tl.where(g_max == -float("inf"), 0.0,
+                             tl.sum(tl.math.exp2((x - g_max[:, None]) * LOG2E), axis=1))
             new = tl.maximum(m, g_max)
-            s = tl.where(s == 0.0, 0.0, s * tl.exp(m - new)) + tl.where(g_sum == 0.0, 0.0, g_sum * tl.exp(g_max - new))
+            s = tl.where(s == 0.0, 0.0, s * tl.math.exp2((m - new) * LOG2E)) + \
+                tl.where(g_sum == 0.0, 0.0, g_sum * tl.math.exp2((g_max - new) * LOG2E))
             m = new
         row_max = tl.max(m, axis=0)
         # s >= 1 on a lane that saw a finite value, NaN on one that saw a NaN or a +inf (so the
         # total is NaN and so is every output, as IEEE arithmetic gives exp(inf - inf)), 0 on one
         # that saw only -inf (whose m - row_max may be NaN)
-        total = tl.sum(tl.where(s == 0.0, 0.0, s * tl.exp(m - row_max)), axis=0)
-        inv = tl.math.div_rn(1.0, total)   # one rounding here, one in the product below
+        total = tl.sum(tl.where(s == 0.0, 0.0, s * tl.math.exp2((m - row_max) * LOG2E)), axis=0)
+        # one rounding here (the 2^-24 is exact), one in the product below
+        inv = tl.math.div_rn(1.0, total) * 5.9604644775390625e-08
         nxt = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_first")
         for start in range(0, n_cols, BLOCK):
             x = nxt.to(tl.float32)
             ahead = start + BLOCK + cols
             nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=-float("inf"), eviction_policy="evict_first")
-            y = tl.exp(x - row_max) * inv
+            y = tl.math.exp2(tl.fma(x - row_max, LOG2E, 24.0)) * inv
             tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=start + cols < n_cols,
                      eviction_policy="evict_first")
 
@@ -163,25 +176,36 @@ def _oracle(args):
 DIV_U = 2 * DIV_ULP
 
 
-def _tolerance(args, refs, dtype):
-    """Per element: u(out) + (n + 4 EXP_ULP + 1 + DIV_U + 2|x_i - m| + 2 sum_j y_j |x_j - m|) u(fp32).
+# the long-row kernel's pass-2 exp2 argument, (x_i - m) log2(e) + 24, is rounded once (an FMA):
+# |t| u of the plain product's rounding plus 24 ln(2) u = 16.6 u of the offset, rounded up
+OFFSET_U = 17
 
-    exp(t) computed as 2^(t*log2 e) errs by EXP_ULP ULP = 2 EXP_ULP u of its result, plus |t| u
+
+def _tolerance(args, refs, dtype):
+    """Per element: u(out) + (n + 4 E + 1 + DIV_U + S + 2|x_i - m| + 2 sum_j y_j |x_j - m|) u(fp32).
+
+    exp(t) computed as 2^(t*log2 e) errs by E ULP = 2 E u of its result (E = EXP_ULP for the
+    short-row kernel's tl.exp, EXP2_ULP for the long-row kernel's tl.math.exp2), plus |t| u
     from rounding its argument, and x_i - m adds another |x_i - m| u; y_i takes these errors
     through its numerator and, as their y-weighted mean, through the row sum, which also adds
-    n u from summation; the normalisation adds DIV_U u(fp32) and the final rounding u(out).
+    n u from summation; the long-row kernel's offset argument adds S = OFFSET_U u to y_i's
+    numerator (S = 0 for the short-row kernel); the normalisation adds DIV_U u(fp32) and the
+    final rounding u(out).
     """
     x = args["x"]
+    looped = config(x.shape[-1], 32, args["long_rows"], args["chunk"])["kernel"] is softmax_online_kernel
+    e_ulp, offset = (EXP2_ULP, OFFSET_U) if looped else (EXP_ULP, 0)
     m = x.amax(dim=-1, keepdim=True)
     dist = torch.where(torch.isfinite(x - m), (x - m).abs(), torch.zeros_like(x))
     y = torch.nan_to_num(refs["y"], nan=0.0)
     weighted = (y * dist).sum(dim=-1, keepdim=True)
     n = x.shape[-1]
     u32, uo = fmt("fp32").unit_roundoff, fmt(dtype).unit_roundoff
-    rtol = uo + (n + 4 * EXP_ULP + 1 + DIV_U + 2 * dist + 2 * weighted) * u32
+    rtol = uo + (n + 4 * e_ulp + 1 + DIV_U + offset + 2 * dist + 2 * weighted) * u32
     # near zero: exp's result and the division may each land below fp32's smallest normal
-    floor, floor_text = near_zero(dtype, "fp32", EXP_ULP + DIV_U)
-    formula = (f"rtol_i = u({dtype}) + (n + 4*{EXP_ULP} + 1 + {DIV_U} + 2|x_i-m| + 2 sum_j y_j|x_j-m|) u(fp32), "
+    floor, floor_text = near_zero(dtype, "fp32", e_ulp + DIV_U)
+    formula = (f"rtol_i = u({dtype}) + (n + 4*{e_ulp} + 1 + {DIV_U} + {offset} + 2|x_i-m| + 2 sum_j y_j|x_j-m|) "
+               f"u(fp32), "
                f"n = {n}; atol = {floor_text} (normalisation: div.full.f32 2 ULP, or a div_rn "
                f"reciprocal and a product)")
     return {"y": Tolerance(rtol, floor, formula)}
@@ -221,6 +245,6 @@ for _long in (False, True):
         inputs=row_inputs(_long, S.REGIMES), make=_make(_long), outputs=_outputs, launch=_launch,
         oracle=_oracle, tolerance=_tolerance, cost=_cost,
         bench=(bench_spec(_long),),
-        variants=_variants(_long), baselines=_baselines, math=("exp",),
+        variants=_variants(_long), baselines=_baselines, math=("exp2",) if _long else ("exp",),
         description=("online two-pass softmax for rows longer than one block" if _long
                      else "row softmax, one pass, several short rows per program")))

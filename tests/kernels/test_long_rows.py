@@ -50,7 +50,7 @@ def _args(family: str, x: torch.Tensor) -> dict:
 
 def _check_against_oracle(family: str, args: dict, outs: dict) -> None:
     case = cases.get(f"{family}_long")
-    args64 = float64_args(args, DEVICE)
+    args64 = float64_args({**args, "long_rows": True, "chunk": CHUNK}, DEVICE)   # as the case's make()
     refs = case.oracle(args64)
     tols = case.tolerance(args64, refs, "fp32")
     for name, out in outs.items():
@@ -81,7 +81,7 @@ def test_every_program_count_writes_every_row_alike(family):
 def _special_rows() -> torch.Tensor:
     """Rows whose softmax IEEE arithmetic defines, chunk 32 so each lane sees 4 columns."""
     g = torch.Generator().manual_seed(2)
-    x = torch.randn(9, COLS, generator=g) * 4
+    x = torch.randn(10, COLS, generator=g) * 4
     x[0] = float("-inf")                                # all -inf: exp(-inf - -inf) is NaN
     x[1, 70] = float("inf")                             # +inf: inf - inf is NaN, the whole row NaN
     x[2, 5] = float("nan")                              # NaN anywhere: the whole row NaN
@@ -92,7 +92,8 @@ def _special_rows() -> torch.Tensor:
     x[6] = torch.arange(COLS, dtype=torch.float32)      # the max rises on every chunk: rescaling
     x[7] = -torch.arange(COLS, dtype=torch.float32)     # the max comes first
     x[8, :] = 3e38                                      # huge and equal: no overflow, 1/n each
-    return x
+    x[9] = torch.linspace(0, -110, COLS)                # exp down to 2^-159: subnormal fp32
+    return x                                            #   outputs, none flushed to 0
 
 
 @needs_device
@@ -105,6 +106,8 @@ def test_softmax_long_keeps_ieee_semantics_on_every_lane(programs):
     assert torch.isnan(y[[0, 1, 2, 4, 5]]).all()
     assert (y[3, ::3] == 0).all() and not torch.isnan(y[3]).any()
     assert torch.allclose(y[8], torch.full((COLS,), 1 / COLS))
+    tiny = torch.finfo(torch.float32).tiny
+    assert ((y[9] > 0) & (y[9] < tiny)).any()
 
 
 @pytest.mark.parametrize("bad", [0, -3, True, 2.0, "4"])
