@@ -111,7 +111,7 @@ def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_ro
         # pass 2: normalise; x is read for the last time and y is not read again here. Weight
         # and bias are read by every row, with no cache hint: with evict_last (an L1 and an L2
         # hint in Triton 3.6's PTX) it ran at 0.724 of copy against 0.759 (bf16 4096 x 131072
-        # on the H200, reports/examples/long-rows-h200/shared-weight.json).
+        # on the H200, reports/examples/long-rows-h200/seventh-session/shared-weight.json).
         # The statistics are stored after the pass, so no store (which may alias x) stands
         # before its first load.
         nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")

@@ -70,7 +70,7 @@ def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_strid
     store between the passes (which may alias x) kept the compiler from issuing that load until
     the reduction, the rsqrt and the store were done, and each row waited one memory round trip
     there (bf16 4096 x 131072 on the H200: 0.815 -> 0.882 of copy,
-    reports/examples/long-rows-h200/row-order.json)."""
+    reports/examples/long-rows-h200/seventh-session/row-order.json)."""
     cols = tl.arange(0, BLOCK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
@@ -87,7 +87,7 @@ def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_strid
         # pass 2: x is read for the last time and y is not read again here. The weight is read by
         # every row, with no cache hint: with evict_last (an L1 and an L2 hint in Triton 3.6's
         # PTX) the kernel ran at 0.860 of copy against 0.898 with none (bf16 4096 x 131072 on the
-        # H200, reports/examples/long-rows-h200/bounds.json: "rmsnorm main" and "as main")
+        # H200, reports/examples/long-rows-h200/seventh-session/bounds.json: "rmsnorm main" and "as main")
         nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")
         rstd = tl.math.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)
         for start in range(0, n_cols, BLOCK):

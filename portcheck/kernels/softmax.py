@@ -62,7 +62,7 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
     exp is exp2 of the argument times log2(e) as ex2.approx.ftz (tl.math.exp2): tl.exp's ex2
     without ftz costs a compare and two predicated multiplies an element to keep subnormal
     results, 0.766 -> 0.816 of copy on the H200 (bf16 4096 x 131072,
-    reports/examples/long-rows-h200/shared-weight.json). Pass 1's flushed terms are below
+    reports/examples/long-rows-h200/seventh-session/shared-weight.json). Pass 1's flushed terms are below
     2^-126 of a sum >= 1; pass 2 computes 2^(t + 24) * (2^-24 / total), t = (x - row_max)
     log2(e), whose exp2 is normal for every t >= -150 (below that y < 2^-150 rounds to 0 in any
     output dtype), so no output is flushed."""
