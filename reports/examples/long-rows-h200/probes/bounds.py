@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.py beside it
-from rows_common import row_timer  # noqa: E402
+from rows_common import bench_rows, row_timer  # noqa: E402
 
 NORM_BLOCK = 32768
 SOFTMAX_BLOCK = 16384
@@ -165,19 +165,10 @@ def softmax_kernel(x_ptr, y_ptr, n_rows, n_cols, BLOCK: tl.constexpr, EXP1: tl.c
 
 
 def main(path: str) -> None:
-    import torch
     from portcheck.kernels import layernorm, rmsnorm, softmax
-    from portcheck.speed.ceilings import measure_copy
-    copy = measure_copy()["gbs"]
-    n_rows, n_cols = 4096, 131072
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    w = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    y = torch.empty_like(x)
-    mean = torch.empty(n_rows, device="cuda")
-    rstd = torch.empty(n_rows, device="cuda")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    r = bench_rows()
+    x, w, b, y, mean, rstd = r.x, r.w, r.b, r.y, r.mean, r.rstd
+    n_rows, n_cols, sms, copy = r.n_rows, r.n_cols, r.sms, r.copy
     rows = []
     t = row_timer(x, y, copy, rows)
     for _ in range(2):

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.py beside it
-from rows_common import nvidia_resources, row_timer  # noqa: E402
+from rows_common import bench_rows, row_timer, sm90a_resources  # noqa: E402
 
 # softmax (B1, B2, DEPTH); main is (16384, 16384, 1)
 SOFTMAX_VARIANTS = [(16384, 16384, 1), (16384, 32768, 1), (16384, 16384, 2), (16384, 32768, 2), (8192, 32768, 2)]
@@ -116,43 +116,25 @@ def ln_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, ep
         tl.store(rstd_ptr + row, rstd)
 
 
-def _compile(fn, sig, consts):
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    attrs = {(i,): [["tt.divisibility", 16]] for i, (name, kind) in enumerate(sig.items())
-             if kind.startswith("*") or kind == "i32"}
-    out = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32), options={"num_warps": 32})
-    return nvidia_resources(out.asm["cubin"])
-
-
 def check_spills() -> None:
     for b1, b2, depth in SOFTMAX_VARIANTS:
         consts = {"B1": b1, "B2": b2, "DEPTH": depth}
-        res = _compile(softmax_kernel, {"x_ptr": "*bf16", "y_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32",
+        res = sm90a_resources(softmax_kernel, {"x_ptr": "*bf16", "y_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32",
                                         "B1": "constexpr", "B2": "constexpr", "DEPTH": "constexpr"}, consts)
         print(json.dumps({"triton": triton.__version__, "softmax": consts, **res}))
     for b1, b2 in LN_VARIANTS:
         consts = {"B1": b1, "B2": b2}
-        res = _compile(ln_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16",
+        res = sm90a_resources(ln_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16",
                                    "mean_ptr": "*fp32", "rstd_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
                                    "eps": "fp32", "B1": "constexpr", "B2": "constexpr"}, consts)
         print(json.dumps({"triton": triton.__version__, "layernorm": consts, **res}))
 
 
 def main(path: str) -> None:
-    import torch
     from portcheck.kernels import layernorm, softmax
-    from portcheck.speed.ceilings import measure_copy
-    copy = measure_copy()["gbs"]
-    n_rows, n_cols = 4096, 131072
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    w = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    y = torch.empty_like(x)
-    mean = torch.empty(n_rows, device="cuda")
-    rstd = torch.empty(n_rows, device="cuda")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    r = bench_rows()
+    x, w, b, y, mean, rstd = r.x, r.w, r.b, r.y, r.mean, r.rstd
+    n_rows, n_cols, sms, copy = r.n_rows, r.n_cols, r.sms, r.copy
     rows = []
     t = row_timer(x, y, copy, rows)
     for _ in range(2):

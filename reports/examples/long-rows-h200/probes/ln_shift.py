@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.py beside it
-from rows_common import nvidia_resources, row_timer  # noqa: E402
+from rows_common import bench_rows, row_timer, sm90a_resources  # noqa: E402
 
 BLOCKS = (32768, 16384)
 
@@ -72,30 +72,15 @@ SIG = {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16", "
 
 
 def check_spills() -> None:
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    attrs = {(i,): [["tt.divisibility", 16]] for i, (name, kind) in enumerate(SIG.items())
-             if kind.startswith("*") or kind == "i32"}
     for block in BLOCKS:
-        out = triton.compile(ASTSource(ln_shift_kernel, SIG, {"B": block}, attrs), target=GPUTarget("cuda", 90, 32),
-                             options={"num_warps": 32})
-        print(json.dumps({"triton": triton.__version__, "B": block, **nvidia_resources(out.asm["cubin"])}))
+        print(json.dumps({"triton": triton.__version__, "B": block, **sm90a_resources(ln_shift_kernel, SIG, {"B": block})}))
 
 
 def main(path: str) -> None:
-    import torch
     from portcheck.kernels import layernorm
-    from portcheck.speed.ceilings import measure_copy
-    copy = measure_copy()["gbs"]
-    n_rows, n_cols = 4096, 131072
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    w = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    y = torch.empty_like(x)
-    mean = torch.empty(n_rows, device="cuda")
-    rstd = torch.empty(n_rows, device="cuda")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    r = bench_rows()
+    x, w, b, y, mean, rstd = r.x, r.w, r.b, r.y, r.mean, r.rstd
+    n_rows, n_cols, sms, copy = r.n_rows, r.n_cols, r.sms, r.copy
     rows = []
     t = row_timer(x, y, copy, rows)
     for _ in range(2):

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.py beside it
-from rows_common import nvidia_resources, row_timer  # noqa: E402
+from rows_common import bench_rows, row_timer, sm90a_resources  # noqa: E402
 
 # (EARLY, ALT, XCG) for every family; main-like is (False, False, False) with the stores moved
 VARIANTS = [(False, False, False), (True, False, False), (False, True, False), (False, True, True),
@@ -178,16 +178,6 @@ def softmax_kernel(x_ptr, y_ptr, n_rows, n_cols, BLOCK: tl.constexpr, EARLY: tl.
             back1 = 1 - back1
 
 
-def _compile(fn, sig, consts, warps):
-    """As the launch specialises it: every pointer and size here is a multiple of 16."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    attrs = {(i,): [["tt.divisibility", 16]] for i, (name, kind) in enumerate(sig.items())
-             if kind.startswith("*") or (kind == "i32" and name != "eps")}
-    out = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                         options={"num_warps": warps})
-    return nvidia_resources(out.asm["cubin"])
-
 
 FLAGS = {"EARLY": "constexpr", "ALT": "constexpr", "XCG": "constexpr"}
 
@@ -196,31 +186,22 @@ def check_spills() -> None:
     sizes = {"n_rows": "i32", "n_cols": "i32"}
     for early, alt, xcg in VARIANTS:
         flags = {"EARLY": early, "ALT": alt, "XCG": xcg}
-        rms = _compile(rms_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", "rstd_ptr": "*fp32",
+        rms = sm90a_resources(rms_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", "rstd_ptr": "*fp32",
                                     **sizes, "eps": "fp32", "B": "constexpr", **FLAGS},
                        {"B": NORM_BLOCK, **flags}, 32)
-        ln = _compile(ln_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16",
+        ln = sm90a_resources(ln_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16",
                                   "mean_ptr": "*fp32", "rstd_ptr": "*fp32", **sizes, "eps": "fp32",
                                   "B": "constexpr", **FLAGS}, {"B": NORM_BLOCK, **flags}, 32)
-        sm = _compile(softmax_kernel, {"x_ptr": "*bf16", "y_ptr": "*bf16", **sizes, "BLOCK": "constexpr", **FLAGS},
+        sm = sm90a_resources(softmax_kernel, {"x_ptr": "*bf16", "y_ptr": "*bf16", **sizes, "BLOCK": "constexpr", **FLAGS},
                       {"BLOCK": SOFTMAX_BLOCK, **flags}, 32)
         print(json.dumps({"triton": triton.__version__, **flags, "rmsnorm": rms, "layernorm": ln, "softmax": sm}))
 
 
 def main(path: str) -> None:
-    import torch
     from portcheck.kernels import layernorm, rmsnorm, softmax
-    from portcheck.speed.ceilings import measure_copy
-    copy = measure_copy()["gbs"]
-    n_rows, n_cols = 4096, 131072
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    w = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    y = torch.empty_like(x)
-    mean = torch.empty(n_rows, device="cuda")
-    rstd = torch.empty(n_rows, device="cuda")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    r = bench_rows()
+    x, w, b, y, mean, rstd = r.x, r.w, r.b, r.y, r.mean, r.rstd
+    n_rows, n_cols, sms, copy = r.n_rows, r.n_cols, r.sms, r.copy
     rows = []
     t = row_timer(x, y, copy, rows)
     for _ in range(2):

@@ -42,3 +42,34 @@ def row_timer(x, y, copy_gbs: float, rows: list):
             rows.append({"what": name, "error": str(e)[:300]})
         print(json.dumps(rows[-1]), flush=True)
     return t
+
+
+def sm90a_resources(fn, signature: dict, constexprs: dict, num_warps: int = 32) -> dict:
+    """Registers and stack (spill) bytes of a @triton.jit function cross-compiled for sm_90a with
+    this machine's Triton, specialised as the bench launch is: every pointer and i32 argument a
+    multiple of 16 (without that attribute the loads do not vectorize)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    attrs = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(signature.values())
+             if kind.startswith("*") or kind == "i32"}
+    out = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget("cuda", 90, 32),
+                         options={"num_warps": num_warps})
+    return nvidia_resources(out.asm["cubin"])
+
+
+def bench_rows():
+    """The long-row bench's inputs on the GPU, seeded: bf16 x [4096, 131072], a weight and a bias,
+    y like x, per-row fp32 mean and rstd; with the SM count and this process's copy bandwidth."""
+    from types import SimpleNamespace
+    import torch
+    from portcheck.speed.ceilings import measure_copy
+    copy = measure_copy()["gbs"]
+    n_rows, n_cols = 4096, 131072
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
+    w = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
+    return SimpleNamespace(x=x, w=w, b=b, y=torch.empty_like(x), mean=torch.empty(n_rows, device="cuda"),
+                           rstd=torch.empty(n_rows, device="cuda"), n_rows=n_rows, n_cols=n_cols, copy=copy,
+                           sms=torch.cuda.get_device_properties(0).multi_processor_count)

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.py beside it
-from rows_common import nvidia_resources, row_timer  # noqa: E402
+from rows_common import bench_rows, row_timer, sm90a_resources  # noqa: E402
 
 # (rows a program, chunk, weight's L2 policy, LayerNorm state per group)
 NORM_VARIANTS = [(1, 32768, "evict_last", False), (1, 32768, "", False), (2, 16384, "evict_last", False),
@@ -180,16 +180,6 @@ def softmax_kernel(x_ptr, y_ptr, n_rows, n_cols, BLOCK: tl.constexpr, EXP2: tl.c
                      eviction_policy="evict_first")
 
 
-def _compile(fn, sig, consts, warps):
-    """As the launch specialises it: every pointer and size here is a multiple of 16."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    attrs = {(i,): [["tt.divisibility", 16]] for i, (name, kind) in enumerate(sig.items())
-             if kind.startswith("*") or (kind == "i32" and name != "eps")}
-    out = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                         options={"num_warps": warps})
-    return nvidia_resources(out.asm["cubin"])
-
 
 NORM_SIG = {"n_rows": "i32", "n_cols": "i32", "eps": "fp32", "R": "constexpr", "B": "constexpr",
             "W_POLICY": "constexpr", "GROUPED": "constexpr"}
@@ -200,31 +190,24 @@ def check_spills() -> None:
         consts = {"R": rows, "B": block, "W_POLICY": policy, "GROUPED": grouped}
         res = {}
         if not grouped:
-            res["rmsnorm"] = _compile(rms_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", **NORM_SIG},
+            res["rmsnorm"] = sm90a_resources(rms_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", **NORM_SIG},
                                       consts, 32)
-        res["layernorm"] = _compile(ln_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16",
+        res["layernorm"] = sm90a_resources(ln_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16",
                                                 "y_ptr": "*bf16", **NORM_SIG}, consts, 32)
         print(json.dumps({"triton": triton.__version__, **consts, **res}))
     for block, exp2, group_test in SOFTMAX_VARIANTS:
         consts = {"BLOCK": block, "EXP2": exp2, "GROUP_TEST": group_test}
-        sm = _compile(softmax_kernel, {"x_ptr": "*bf16", "y_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32",
+        sm = sm90a_resources(softmax_kernel, {"x_ptr": "*bf16", "y_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32",
                                        "BLOCK": "constexpr", "EXP2": "constexpr", "GROUP_TEST": "constexpr"},
                       consts, 32)
         print(json.dumps({"triton": triton.__version__, **consts, "softmax": sm}))
 
 
 def main(path: str) -> None:
-    import torch
     from portcheck.kernels import layernorm, rmsnorm, softmax
-    from portcheck.speed.ceilings import measure_copy
-    copy = measure_copy()["gbs"]
-    n_rows, n_cols = 4096, 131072
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    w = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    y = torch.empty_like(x)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    r = bench_rows()
+    x, w, b, y = r.x, r.w, r.b, r.y
+    n_rows, n_cols, sms, copy = r.n_rows, r.n_cols, r.sms, r.copy
     rows = []
     t = row_timer(x, y, copy, rows)
     for _ in range(2):

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.py beside it
-from rows_common import nvidia_resources, row_timer  # noqa: E402
+from rows_common import bench_rows, row_timer, sm90a_resources  # noqa: E402
 
 LOG2E = 1.4426950408889634
 # (pass-1 chunk, pass-2 chunk, weight ahead): main is (32768, 32768, False)
@@ -157,16 +157,6 @@ def softmax_kernel(x_ptr, y_ptr, n_rows, n_cols, BLOCK: tl.constexpr, EXP2_1: tl
                      eviction_policy="evict_first")
 
 
-def _compile(fn, sig, consts, warps):
-    """As the launch specialises it: every pointer and size here is a multiple of 16."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    attrs = {(i,): [["tt.divisibility", 16]] for i, (name, kind) in enumerate(sig.items())
-             if kind.startswith("*") or (kind == "i32" and name != "eps")}
-    out = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                         options={"num_warps": warps})
-    return nvidia_resources(out.asm["cubin"])
-
 
 def check_spills() -> None:
     """Registers and stack (spill) bytes of every variant, cross-compiled for sm_90a."""
@@ -174,13 +164,13 @@ def check_spills() -> None:
             "W_AHEAD": "constexpr"}
     for b1, b2, ahead in NORM_VARIANTS:
         consts = {"B1": b1, "B2": b2, "W_AHEAD": ahead}
-        rms = _compile(rms_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", **base}, consts, 32)
-        ln = _compile(ln_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16", **base},
+        rms = sm90a_resources(rms_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", **base}, consts, 32)
+        ln = sm90a_resources(ln_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16", **base},
                       consts, 32)
         print(json.dumps({"triton": triton.__version__, "b1": b1, "b2": b2, "w_ahead": ahead,
                           "rmsnorm": rms, "layernorm": ln}))
     for block, e1, e2 in SOFTMAX_VARIANTS:
-        sm = _compile(softmax_kernel, {"x_ptr": "*bf16", "y_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32",
+        sm = sm90a_resources(softmax_kernel, {"x_ptr": "*bf16", "y_ptr": "*bf16", "n_rows": "i32", "n_cols": "i32",
                                        "BLOCK": "constexpr", "EXP2_1": "constexpr", "EXP2_2": "constexpr"},
                       {"BLOCK": block, "EXP2_1": e1, "EXP2_2": e2}, 32)
         print(json.dumps({"triton": triton.__version__, "block": block, "exp2_pass1": e1, "exp2_pass2": e2,
@@ -188,17 +178,10 @@ def check_spills() -> None:
 
 
 def main(path: str) -> None:
-    import torch
     from portcheck.kernels import layernorm, rmsnorm, softmax
-    from portcheck.speed.ceilings import measure_copy
-    copy = measure_copy()["gbs"]
-    n_rows, n_cols = 4096, 131072
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    w = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16, generator=g)
-    y = torch.empty_like(x)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    r = bench_rows()
+    x, w, b, y = r.x, r.w, r.b, r.y
+    n_rows, n_cols, sms, copy = r.n_rows, r.n_cols, r.sms, r.copy
     rows = []
     t = row_timer(x, y, copy, rows)
     for _ in range(2):
