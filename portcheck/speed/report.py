@@ -212,6 +212,17 @@ def _repeat_section(measured: list[dict]) -> list[str]:
                      disable_numparse=True), ""]
 
 
+def _baseline_errors_section(measured: list[dict]) -> list[str]:
+    """Each baseline that failed, with its error: the table above says only "error"."""
+    rows = [[md_escape(r["case"]), md_escape(r.get("variant", "")), md_escape(name), md_escape(v["error"])]
+            for r in measured for name, v in r.get("bench", {}).get("baselines", {}).items() if "error" in v]
+    if not rows:
+        return []
+    return ["### Baselines that failed", "",
+            tabulate(rows, headers=["kernel", "spec", "baseline", "error"], tablefmt="github",
+                     disable_numparse=True), ""]
+
+
 def _model_section(models: list[dict]) -> list[str]:
     if not models:
         return []
@@ -277,7 +288,7 @@ def bench_matrix(records: list[dict]) -> str:
     ceil_by = {_device_key(c): c for c in ceilings}
     for key in list(dict.fromkeys([*ceil_by, *by_device])):
         lines += _measured_section(by_device.get(key, []), ceil_by.get(key))
-    lines += _goals_section(measured) + _repeat_section(measured)
+    lines += _goals_section(measured) + _repeat_section(measured) + _baseline_errors_section(measured)
     missing = {}
     for r in measured:
         missing.update(r.get("bench", {}).get("peers_unavailable", {}))

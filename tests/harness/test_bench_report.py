@@ -66,6 +66,8 @@ def test_measured_per_device_and_model_apart():
     assert "gfx942" not in measured_part.split("### Speed goals")[0]
     assert "gfx942" in model_part and "101 m" in model_part and "a model, not a measurement" in model_part
     assert "torch.compile: error" in md
+    errors = md.split("### Baselines that failed")[1].split("###")[0]   # each with its message
+    assert errors.count("| torch.compile | BackendCompilerFailed: x |") == 2
     # hostB's kernel at 90% of the copy ceiling misses the 95% goal, and says so
     assert "**NOT MET**" in md and "goal unmet" in md
     assert "1980→1965" in md
