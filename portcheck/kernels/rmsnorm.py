@@ -85,10 +85,11 @@ def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_strid
             nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_last")
             squares += x * x
         # pass 2: x is read for the last time and y is not read again here. The weight is read by
-        # every row through L2 only (.cg): 256 KB of it a bf16 row do not stay in L1 between rows.
-        # bf16 4096 x 131072 on the H200: evict_last (an L1 and an L2 hint in Triton 3.6's PTX)
-        # 0.860 of copy, no hint 0.893 to 0.898, .cg 0.906 to 0.908, evict_first 0.80
-        # (reports/examples/long-rows-h200/seventh-session/bounds.json, weight-cache.json)
+        # every row, with no cache hint: with evict_last (an L1 and an L2 hint in Triton 3.6's
+        # PTX) the kernel ran at 0.860 of copy against 0.898 with none (bf16 4096 x 131072 on the
+        # H200, reports/examples/long-rows-h200/seventh-session/bounds.json: "rmsnorm main" and "as main").
+        # Through L2 only (.cg) a probe kernel ran at 0.907 against 0.893 with no hint in one run
+        # (weight-cache.json), but main with .cg benched at 0.887 (bench-d43054d.md): not kept.
         nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")
         rstd = tl.math.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)
         for start in range(0, n_cols, BLOCK):
@@ -97,7 +98,7 @@ def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_strid
             ahead = start + BLOCK + cols
             nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_first")
             if HAS_W:
-                y = y * tl.load(w_ptr + start + cols, mask=ok, other=0.0, cache_modifier=".cg").to(tl.float32)
+                y = y * tl.load(w_ptr + start + cols, mask=ok, other=0.0).to(tl.float32)
             tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
         tl.store(rstd_ptr + row64, rstd)
 
