@@ -163,16 +163,15 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N,
         # epilogue and re-arms the tile's counter for the next launch
         offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
         slots = ws_ptr + tile * (SPLIT_K * BLOCK_M * BLOCK_N)
-        # only the rows below M: at M = 1 the other 15 of a 16-row tile are zeros, and writing
-        # and reading them back was 15/16 of the partials' traffic
-        real = (rm < M)[:, None]
-        tl.store(slots + split * (BLOCK_M * BLOCK_N) + offs, acc, mask=real)
+        # only the rows below M (a_rows): at M = 1 the other 15 of a 16-row tile are zeros, and
+        # writing and reading them back was 15/16 of the partials' traffic
+        tl.store(slots + split * (BLOCK_M * BLOCK_N) + offs, acc, mask=a_rows)
         tl.debug_barrier()   # every thread's partial is written before the release below
         arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
         if arrived == SPLIT_K - 1:
-            total = tl.load(slots + offs, mask=real, other=0, cache_modifier=".cg")
+            total = tl.load(slots + offs, mask=a_rows, other=0, cache_modifier=".cg")
             for s in tl.static_range(1, SPLIT_K):
-                total += tl.load(slots + s * (BLOCK_M * BLOCK_N) + offs, mask=real, other=0,
+                total += tl.load(slots + s * (BLOCK_M * BLOCK_N) + offs, mask=a_rows, other=0,
                                  cache_modifier=".cg")
             tl.atomic_xchg(lock_ptr + tile, 0)
             _finish(total, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, row0, col0, pid_m, pid_n, M, N,
