@@ -63,15 +63,18 @@ def rmsnorm_rows_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_stride,
 def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_stride, y_stride, eps,
                           HAS_W: tl.constexpr, BLOCK: tl.constexpr):
     """Persistent: program p takes rows p, p + P, p + 2P, ... (P programs), so the rows in flight
-    stay in L2 between the passes. Each pass loads the next chunk before working on the current
-    one, so two chunks per thread are in flight.
+    stay in L2 between the passes. Pass 1 loads the next BLOCK-column chunk before working on the
+    current one; pass 2 walks half chunks with x two halves ahead and the weight one half ahead,
+    so that each half's weight arrives while the previous half is computed.
 
-    Pass 2's first chunk is loaded before pass 1's reduction and rstd is stored after pass 2: a
-    store between the passes (which may alias x) kept the compiler from issuing that load until
-    the reduction, the rsqrt and the store were done, and each row waited one memory round trip
+    Pass 2's first loads are issued before pass 1's reduction and rstd is stored after pass 2: a
+    store between the passes (which may alias x) kept the compiler from issuing them until the
+    reduction, the rsqrt and the store were done, and each row waited one memory round trip
     there (bf16 4096 x 131072 on the H200: 0.815 -> 0.882 of copy,
     reports/examples/long-rows-h200/seventh-session/row-order.json)."""
     cols = tl.arange(0, BLOCK)
+    HALF: tl.constexpr = BLOCK // 2 if BLOCK >= 2 else BLOCK
+    half = tl.arange(0, HALF)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
         x_row = x_ptr + row64 * x_stride
@@ -84,22 +87,30 @@ def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_strid
             ahead = start + BLOCK + cols
             nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_last")
             squares += x * x
-        # pass 2: x is read for the last time and y is not read again here. The weight is read by
-        # every row, with no cache hint: with evict_last (an L1 and an L2 hint in Triton 3.6's
-        # PTX) the kernel ran at 0.860 of copy against 0.898 with none (bf16 4096 x 131072 on the
-        # H200, reports/examples/long-rows-h200/seventh-session/bounds.json: "rmsnorm main" and "as main").
-        # Through L2 only (.cg) a probe kernel ran at 0.907 against 0.893 with no hint in one run
-        # (weight-cache.json), but main with .cg benched at 0.887 (bench-d43054d.md): not kept.
-        nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")
+        # pass 2: x is read for the last time and y is not read again here. Main's pass 2 until
+        # 2026-12-02 loaded each whole chunk's weight in the iteration that used it and waited an
+        # L2 round trip every chunk (sm_90a SASS: the FFMAs right behind the weight's loads); a
+        # whole chunk of weight ahead spills. Half chunks with the weight one ahead build with no
+        # spills (sm_90a, Triton 3.6) and ran at 0.923 of copy against 0.887 (bf16 4096 x 131072
+        # on the H200, reports/examples/long-rows-h200/eighth-session/pipelined.json). The weight,
+        # read by every row, goes through L2 only (.cg): 0.900 against 0.887 with no hint, main's
+        # kernel in the same rounds (patched.json); evict_last (an L1 and an L2 hint) 0.860.
+        x1 = tl.load(x_row + half, mask=half < n_cols, other=0.0, eviction_policy="evict_first")
+        x2 = tl.load(x_row + HALF + half, mask=HALF + half < n_cols, other=0.0, eviction_policy="evict_first")
+        if HAS_W:
+            w1 = tl.load(w_ptr + half, mask=half < n_cols, other=0.0, cache_modifier=".cg")
         rstd = tl.math.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)
-        for start in range(0, n_cols, BLOCK):
-            ok = start + cols < n_cols
-            y = nxt.to(tl.float32) * rstd
-            ahead = start + BLOCK + cols
-            nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_first")
+        for start in range(0, n_cols, HALF):
+            ok = start + half < n_cols
+            y = x1.to(tl.float32) * rstd
+            x1 = x2
+            ahead = start + 2 * HALF + half
+            x2 = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_first")
             if HAS_W:
-                y = y * tl.load(w_ptr + start + cols, mask=ok, other=0.0).to(tl.float32)
-            tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
+                y = y * w1.to(tl.float32)
+                w_ahead = start + HALF + half
+                w1 = tl.load(w_ptr + w_ahead, mask=w_ahead < n_cols, other=0.0, cache_modifier=".cg")
+            tl.store(y_row + start + half, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
         tl.store(rstd_ptr + row64, rstd)
 
 
