@@ -25,8 +25,8 @@ ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill 
 # 0.94 of copy on the H200 against 0.86 at 16 warps (tools/sweep_launch.py, 2026-11-30)
 ROW_ELEMS_PER_THREAD = 16
 # chunk of the looped kernel: bf16 4096 x 131072 on the H200 at 32 warps, 0.740 of copy; 0.702 at
-# 8192, 0.701 at 16384 (tools/sweep_launch.py --const LOOP_BLOCK=..., 2026-12-02). 16-bit rows
-# spill 8 to 16 B a thread at this size on sm_90a (cross-compiled) and are still the fastest.
+# 8192, 0.701 at 16384 (tools/sweep_launch.py --const LOOP_BLOCK=..., 2026-12-02). Pass 2 walks
+# half chunks (see rmsnorm_looped_kernel); with it no dtype spills on sm_90a (cross-compiled).
 LOOP_BLOCK = 32768     # 16-bit elements (_rows.loop_block: the same bytes for fp32)
 LOOP_PER_THREAD = 8        # chunk elements per thread, within 32 warps (NVIDIA), 16 wavefronts (CDNA)
 # Long rows: programs per SM/CU of the persistent grid. Each program has one row in flight,
