@@ -13,6 +13,9 @@ hint). Each copy is main's kernel source, read from portcheck/kernels/, with the
   var (1 - f)/f, which bounds the cancellation in S2 - S1^2/n.
 
     python3 patched.py OUT.json           (after pip install -e . at the repository root)
+
+Written against main at d5ba8b8 (`../eighth-session/patched.json`); since c7bdb14 main's RMSNorm
+already reads its weight through .cg and RMS_CG no longer applies (patched() says so and stops).
 """
 import importlib.util
 import inspect
