@@ -36,9 +36,13 @@ def family_config(module: str, rows_kernel, looped_kernel):
     def config(n_cols: int, warp: int, long_rows: bool = False, chunk: int | None = None,
                itemsize: int = 2) -> dict:
         """Launch parameters for rows of n_cols elements of `itemsize` bytes (_rows.family_config)."""
+        # a chunk is a tl.arange length: refused here, before any launch, not inside Triton
+        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1
+                                  or chunk & (chunk - 1)):
+            raise ValueError(f"chunk must be a power of two >= 1, got {chunk!r}")
         mod = sys.modules[module]
         if long_rows or n_cols > mod.MAX_FUSED:
-            block = chunk or loop_block(n_cols, mod.LOOP_BLOCK, itemsize)
+            block = chunk if chunk is not None else loop_block(n_cols, mod.LOOP_BLOCK, itemsize)
             return {"kernel": looped_kernel, "ROWS": 1, "BLOCK": block,
                     "num_warps": num_warps_for(block, warp, per_thread=mod.LOOP_PER_THREAD, most=32)}
         block = triton.next_power_of_2(n_cols)

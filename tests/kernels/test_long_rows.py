@@ -123,6 +123,19 @@ def test_a_bad_program_count_is_refused_before_launch(monkeypatch, bad):
             call()
 
 
+@pytest.mark.parametrize("bad", [0, -4, 3, True, 2.0, "16"])
+def test_a_bad_chunk_is_refused_before_launch(monkeypatch, bad):
+    forbid_launches(monkeypatch, SM, "softmax_online_kernel", "softmax_rows_kernel")
+    forbid_launches(monkeypatch, LN, "layernorm_looped_kernel", "layernorm_rows_kernel")
+    forbid_launches(monkeypatch, RMS, "rmsnorm_looped_kernel", "rmsnorm_rows_kernel")
+    x = torch.zeros(4, 8)
+    for call in (lambda: SM.softmax(x, long_rows=True, chunk=bad),
+                 lambda: LN.layer_norm(x, long_rows=True, chunk=bad),
+                 lambda: RMS.rms_norm(x, long_rows=True, chunk=bad)):
+        with pytest.raises(ValueError, match="chunk must be a power of two"):
+            call()
+
+
 def test_persistent_grid_size():
     cpu = torch.device("cpu")
     # off the GPU a few programs, so that each loops over rows; never more programs than rows
