@@ -110,29 +110,18 @@ def test_softmax_long_keeps_ieee_semantics_on_every_lane(programs):
     assert ((y[9] > 0) & (y[9] < tiny)).any()
 
 
-@pytest.mark.parametrize("bad", [0, -3, True, 2.0, "4"])
-def test_a_bad_program_count_is_refused_before_launch(monkeypatch, bad):
+@pytest.mark.parametrize("keyword, bad, message",
+                         [("programs", bad, "programs must be a positive int") for bad in (0, -3, True, 2.0, "4")]
+                         + [("chunk", bad, "chunk must be a power of two") for bad in (0, -4, 3, True, 2.0, "16")])
+def test_a_bad_program_count_or_chunk_is_refused_before_launch(monkeypatch, keyword, bad, message):
     forbid_launches(monkeypatch, SM, "softmax_online_kernel", "softmax_rows_kernel")
     forbid_launches(monkeypatch, LN, "layernorm_looped_kernel", "layernorm_rows_kernel")
     forbid_launches(monkeypatch, RMS, "rmsnorm_looped_kernel", "rmsnorm_rows_kernel")
     x = torch.zeros(4, 8)
-    for call in (lambda: SM.softmax(x, long_rows=True, programs=bad),
-                 lambda: LN.layer_norm(x, long_rows=True, programs=bad),
-                 lambda: RMS.rms_norm(x, long_rows=True, programs=bad)):
-        with pytest.raises(ValueError, match="programs must be a positive int"):
-            call()
-
-
-@pytest.mark.parametrize("bad", [0, -4, 3, True, 2.0, "16"])
-def test_a_bad_chunk_is_refused_before_launch(monkeypatch, bad):
-    forbid_launches(monkeypatch, SM, "softmax_online_kernel", "softmax_rows_kernel")
-    forbid_launches(monkeypatch, LN, "layernorm_looped_kernel", "layernorm_rows_kernel")
-    forbid_launches(monkeypatch, RMS, "rmsnorm_looped_kernel", "rmsnorm_rows_kernel")
-    x = torch.zeros(4, 8)
-    for call in (lambda: SM.softmax(x, long_rows=True, chunk=bad),
-                 lambda: LN.layer_norm(x, long_rows=True, chunk=bad),
-                 lambda: RMS.rms_norm(x, long_rows=True, chunk=bad)):
-        with pytest.raises(ValueError, match="chunk must be a power of two"):
+    for call in (lambda: SM.softmax(x, long_rows=True, **{keyword: bad}),
+                 lambda: LN.layer_norm(x, long_rows=True, **{keyword: bad}),
+                 lambda: RMS.rms_norm(x, long_rows=True, **{keyword: bad})):
+        with pytest.raises(ValueError, match=message):
             call()
 
 
