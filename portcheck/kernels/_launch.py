@@ -124,14 +124,15 @@ def _capture_id(stream: int) -> int | None:
 
 
 def _stream_buffer(cache: dict, device, stream: int | None, elements: int, dtype: torch.dtype,
-                   zeroed: bool) -> torch.Tensor:
+                   zeroed: bool, capturing: bool | None = None) -> torch.Tensor:
     """cache's buffer of at least `elements` for this device, stream (`stream`: the current one,
     when the caller has it) and dtype, made (zeroed or not) or grown on demand. Under graph
-    capture, the capture's own (which the graph keeps), shared by the launches captured on that
-    stream; one per launch where the capture cannot be identified."""
+    capture (`capturing`: _capturing(device), when the caller has it), the capture's own (which
+    the graph keeps), shared by the launches captured on that stream; one per launch where the
+    capture cannot be identified."""
     alloc = torch.zeros if zeroed else torch.empty
     stream = current_stream(device) if stream is None else stream
-    if _capturing(device):
+    if _capturing(device) if capturing is None else capturing:
         capture = _capture_id(stream)
         key = (id(cache), device, stream, dtype)
         held = _CAPTURED.get(key)
@@ -148,20 +149,28 @@ def _stream_buffer(cache: dict, device, stream: int | None, elements: int, dtype
     return buf
 
 
-def arrival_counters(device, n: int, stream: int | None = None) -> torch.Tensor:
+def arrival_counters(device, n: int, stream: int | None = None, capturing: bool | None = None) -> torch.Tensor:
     """At least n int32 counters that a kernel's programs count their arrivals on, zero between
     launches (the kernel re-arms each one it used), one set per device and stream so that
     concurrent launches never share one (_stream_buffer)."""
-    return _stream_buffer(_COUNTERS, device, stream, max(n, 1024), torch.int32, zeroed=True)
+    return _stream_buffer(_COUNTERS, device, stream, max(n, 1024), torch.int32, True, capturing)
 
 
-def scratch(device, elements: int, dtype: torch.dtype, stream: int | None = None) -> torch.Tensor:
+def scratch(device, elements: int, dtype: torch.dtype, stream: int | None = None,
+            capturing: bool | None = None) -> torch.Tensor:
     """At least `elements` of scratch for the partial results that a launch (or a launch and its
     reduction, queued together) writes and reads back: one buffer per device, stream and dtype
     (_stream_buffer), which each launch on that stream reuses, since a stream runs its work in
     order and no two streams share one. A planned launch takes it instead of a torch.empty of its
     own (host time)."""
-    return _stream_buffer(_SCRATCH, device, stream, elements, dtype, zeroed=False)
+    return _stream_buffer(_SCRATCH, device, stream, elements, dtype, False, capturing)
+
+
+def split_buffers(device, elements: int, dtype: torch.dtype, n: int, stream: int) -> tuple:
+    """(scratch(device, elements, dtype, stream), arrival_counters(device, n, stream)) with one
+    capture check for both (a runtime call): a planned split-K launch takes them together."""
+    capturing = _capturing(device)
+    return scratch(device, elements, dtype, stream, capturing), arrival_counters(device, n, stream, capturing)
 
 
 def descriptors_supported(arch=None) -> bool:

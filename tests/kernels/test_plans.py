@@ -357,3 +357,21 @@ def test_launches_captured_on_one_stream_share_that_captures_buffers_and_no_othe
     assert _launch.scratch(cpu, 100, torch.float32, stream=7) is not bigger
     monkeypatch.setattr(_launch, "_capturing", lambda device: False)
     assert _launch.arrival_counters(cpu, 10, stream=7) is eager
+
+
+def test_split_buffers_are_the_streams_scratch_and_counters_from_one_capture_check(monkeypatch):
+    from portcheck.kernels import _launch
+    for cache in ("_SCRATCH", "_COUNTERS", "_CAPTURED"):
+        monkeypatch.setattr(_launch, cache, {})
+    checks = []
+    monkeypatch.setattr(_launch, "_capturing", lambda device: checks.append(device) or False)
+    cpu = torch.device("cpu")
+    work, counters = _launch.split_buffers(cpu, 100, torch.float32, 10, stream=7)
+    assert len(checks) == 1
+    assert work is _launch.scratch(cpu, 100, torch.float32, stream=7)
+    assert counters is _launch.arrival_counters(cpu, 10, stream=7) and counters.dtype == torch.int32
+    monkeypatch.setattr(_launch, "_capturing", lambda device: True)   # a graph keeps its own
+    monkeypatch.setattr(_launch, "_capture_id", lambda stream: 41)
+    captured = _launch.split_buffers(cpu, 100, torch.float32, 10, stream=7)
+    assert captured[0] is not work and captured[1] is not counters and not captured[1].any()
+

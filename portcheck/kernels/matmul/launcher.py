@@ -20,7 +20,7 @@ from ...oracles.matmul import ACTIVATIONS
 from .._configs import config_file
 from .._pruned import prune_configs_by
 from .. import _plans as plans
-from .._launch import (arrival_counters, check_vector, current_stream, descriptor_obstacle, scratch,
+from .._launch import (arrival_counters, check_vector, current_stream, descriptor_obstacle, split_buffers,
                        descriptors_supported)
 from .kernel import matmul_kernel, matmul_tma_kernel
 
@@ -459,30 +459,28 @@ def _plan_key(a, b, out, bias, activation, scale_a, scale_b, out_dtype, config, 
 class _Plan:
     """A planned matmul: the compiled kernel (`plans.Plan`, every argument given per launch) and
     what each launch takes anew: the output when none is given, and this stream's split-K
-    workspace (_launch.scratch) and arrival counters."""
+    workspace and arrival counters (_launch.split_buffers)."""
     kernel: plans.Plan
     values: list             # every kernel argument in declaration order (tensors replaced per call)
     out_shape: tuple
     out_dtype: torch.dtype
-    ws: tuple | None         # (position, elements, dtype) of the split-K workspace
-    locks: tuple | None      # (position, tiles) of the per-stream arrival counters
+    # split-K: (workspace position, elements, dtype, counters position, tiles), else None
+    split: tuple | None
     tma: tuple | None = None  # (TmaLayout, (BLOCK_M, BLOCK_N, BLOCK_K)): fresh descriptors per call
     line_a: int | None = None  # A copied into rows of a multiple of this many elements first
 
     def launch(self, a, b, out, bias, scale_a, scale_b):
-        if out is None:
-            out = torch.empty(self.out_shape, dtype=self.out_dtype, device=a.device)
+        if out is None:   # (sizes as arguments: a tuple costs torch a microsecond more to parse)
+            out = torch.empty(*self.out_shape, dtype=self.out_dtype, device=a.device)
         if self.line_a is not None:
             a = _repacked(a, self.line_a, k_major_b=False)
         values = self.values.copy()
         operands = (a, b, out) if self.tma is None else self.tma[0].descriptors(a, b, out, *self.tma[1])
         values[:6] = *operands, bias, scale_a, scale_b
         stream = current_stream(a.device)
-        if self.ws is not None:
-            at, elements, dtype = self.ws
-            values[at] = scratch(a.device, elements, dtype, stream)
-        if self.locks is not None:
-            values[self.locks[0]] = arrival_counters(a.device, self.locks[1], stream)
+        if self.split is not None:
+            at_ws, elements, dtype, at_counters, tiles = self.split
+            values[at_ws], values[at_counters] = split_buffers(a.device, elements, dtype, tiles, stream)
         self.kernel.launch(stream, *values)
         return out
 
@@ -499,15 +497,15 @@ def _record_plan(key, kernel, args: tuple, consts: dict, chosen: dict, out: torc
     # (chosen may carry AMD compiler options, which are not parameters: the values keep names only)
     full = {**defaults, **dict(zip(names, args)), **consts, **chosen}
     blocks = full["BLOCK_M"], full["BLOCK_N"], full["BLOCK_K"]
-    ws, locks = None, None
+    split = None
     if tma is None:   # what matmul_kernel's heuristics computed at the launch
         full.update({name: rule(full) for name, rule in _HEURISTICS.items()})
         if full["SPLIT_K"] > 1:
-            ws = (names.index("ws_ptr"), full["ws_ptr"].numel(), full["ws_ptr"].dtype)
-            locks = (names.index("lock_ptr"), tiles)
+            split = (names.index("ws_ptr"), full["ws_ptr"].numel(), full["ws_ptr"].dtype,
+                     names.index("lock_ptr"), tiles)
     # kernel.run is a property: it loads the kernel's handles first
     compiled = plans.Plan(kernel.run, kernel.function, kernel.packed_metadata, (*grid(full), 1, 1), ())
-    _PLANS.put(key, _Plan(compiled, [full[name] for name in names], tuple(out.shape), out.dtype, ws, locks,
+    _PLANS.put(key, _Plan(compiled, [full[name] for name in names], tuple(out.shape), out.dtype, split,
                           None if tma is None else (tma, blocks), line_a))
 
 
