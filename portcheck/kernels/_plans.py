@@ -28,9 +28,13 @@ from triton.runtime.jit import JITFunction
 from ..facts.device import forced, interpreted
 
 LIMIT = 4096          # plans one launcher keeps: a long-running server's distinct shapes
+DIRECT_TRITON = "3.6."    # the Triton whose generated CUDA launcher direct_entry was read from
 # Read once: @triton.jit chose the interpreter or the compiler when the kernel modules were
 # imported (a process-wide mode), and os.environ costs a microsecond a launch.
 _INTERPRETED = interpreted()
+# The current device's index: torch.cuda.current_device() without its lazy-init check (half its
+# host time), which key() may skip since its first tensor is on a GPU (CUDA is initialized).
+current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
 
 
 def hooked(hook) -> bool:
@@ -43,20 +47,22 @@ def dispatch_replaced() -> bool:
     return JITFunction.run.__qualname__ != "JITFunction.run"
 
 
-def meta(t):
-    """What Triton specializes a tensor argument on (and what a launcher checks), or None for
-    None; TypeError for anything else (the launcher's checks then say what is wrong)."""
-    if t is None:
-        return None
-    if not isinstance(t, torch.Tensor):
-        raise TypeError
-    return t.dtype, t.device, t.shape, t.stride(), t.data_ptr() % 16 == 0
+def _not_a_tensor(t):
+    raise TypeError
 
 
 def metadata_key(tensors, scalars=(), device: int = -1) -> tuple:
     """The key of a launch from its tensors (or None), its scalar arguments and the current
-    device; a scalar's type is part of it (2 and 2.0 hash alike, Triton specializes them apart)."""
-    return device, tuple(meta(t) for t in tensors), tuple(scalars), tuple(map(type, scalars))
+    device; a scalar's type is part of it (2 and 2.0 hash alike, Triton specializes them apart).
+    Per tensor, what Triton specializes it on (and what a launcher checks): dtype, device, shape,
+    strides and 16-byte alignment; TypeError for an argument that is neither a tensor nor None
+    (the launcher's checks then say what is wrong). Written out in one list comprehension (no
+    call per tensor, and no generator frame): it runs on every planned launch, where each
+    Python call costs a tenth of a microsecond."""
+    return device, tuple([
+        None if t is None else (t.dtype, t.device, t.shape, t.stride(), t.data_ptr() % 16 == 0)
+        if isinstance(t, torch.Tensor) else _not_a_tensor(t) for t in tensors]), \
+        tuple(scalars), tuple(map(type, scalars))
 
 
 def key(tensors, scalars=()) -> tuple | None:
@@ -70,7 +76,7 @@ def key(tensors, scalars=()) -> tuple | None:
             or dispatch_replaced():
         return None
     try:
-        return metadata_key(tensors, scalars, torch.cuda.current_device())
+        return metadata_key(tensors, scalars, current_device())
     except TypeError:
         return None
 
@@ -80,6 +86,22 @@ def stream(key_: tuple) -> int:
     go, and the device the plan's function was loaded on (_launch.current_stream(device) asks
     for a tensor's device)."""
     return triton.runtime.driver.active.get_current_stream(key_[0])
+
+
+def direct_entry(run, metadata) -> tuple | None:
+    """(the C function, the arguments it takes between the kernel's function handle and its
+    parameters) behind a compiled kernel's launcher, where Plan.launch may call it straight:
+    Triton 3.6's CudaLauncher with no global or profile scratch, whose __call__ only learns that
+    there is no scratch to allocate (a closure built and called twice) before calling
+    `launch(gridX, gridY, gridZ, stream, function, cooperative, pdl, global_scratch,
+    profile_scratch, packed_metadata, launch_metadata, enter_hook, exit_hook, *parameters)`:
+    1.4 of its 7.3 us on the H200's host (reports/examples/host-overhead-h200/ninth-session/).
+    None for anything else (another Triton, HIPLauncher, a kernel with scratch): the launcher is
+    called as Triton calls it."""
+    if type(run).__name__ != "CudaLauncher" or not triton.__version__.startswith(DIRECT_TRITON) \
+            or getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+        return None
+    return run.launch, (run.launch_cooperative_grid, run.launch_pdl, None, None, metadata, None, None, None)
 
 
 @dataclass
@@ -93,7 +115,14 @@ class Plan:
     grid: tuple               # (x, y, z)
     rest: tuple
 
+    def __post_init__(self):
+        self.direct = direct_entry(self.run, self.metadata)
+
     def launch(self, stream_: int, *leading) -> None:
+        if self.direct is not None:
+            entry, between = self.direct
+            entry(*self.grid, stream_, self.function, *between, *leading, *self.rest)
+            return
         # CompiledKernel.run(gridX, gridY, gridZ, stream, function, packed_metadata,
         # launch_metadata, enter_hook, exit_hook, *every parameter in declaration order), as
         # JITFunction.run calls it in Triton 3.6: constexprs included (the generated launcher

@@ -64,7 +64,7 @@ class _OnCuda(torch.Tensor):
 
 def test_plans_are_off_under_a_forced_arch_or_launch_hooks(monkeypatch):
     monkeypatch.setattr(_plans, "_INTERPRETED", False)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(_plans, "current_device", lambda: 0)
     x = torch.Tensor._make_subclass(_OnCuda, torch.empty(4, 4))
     assert _plans.key((x, None), (3,)) is not None
     assert _plans.key((x, "no tensor")) is None
@@ -375,3 +375,33 @@ def test_split_buffers_are_the_streams_scratch_and_counters_from_one_capture_che
     captured = _launch.split_buffers(cpu, 100, torch.float32, 10, stream=7)
     assert captured[0] is not work and captured[1] is not counters and not captured[1].any()
 
+
+class CudaLauncher:
+    """Stands in for Triton's generated CUDA launcher (by its class name): notes how it is called."""
+
+    def __init__(self, calls, scratch=0):
+        self.calls, self.global_scratch_size, self.profile_scratch_size = calls, scratch, 0
+        self.launch_cooperative_grid, self.launch_pdl = False, True
+        self.launch = lambda *a: calls.append(("entry", a))
+
+    def __call__(self, *a):
+        self.calls.append(("__call__", a))
+
+
+def test_a_plan_calls_triton_36s_c_entry_straight_and_any_other_launcher_as_triton_does(monkeypatch):
+    """Triton 3.6's CudaLauncher.__call__(gridX, gridY, gridZ, stream, function, *args) passes
+    launch(gridX, gridY, gridZ, stream, function, cooperative, pdl, global_scratch, profile_scratch,
+    *args) where args = (packed_metadata, launch_metadata, enter_hook, exit_hook, *parameters)."""
+    calls = []
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    plan = _plans.Plan(CudaLauncher(calls), "function", (4, 1, 0), (2, 3, 1), ("rest",))
+    plan.launch(99, "x", "y")
+    assert calls == [("entry", (2, 3, 1, 99, "function", False, True, None, None, (4, 1, 0), None, None, None,
+                                "x", "y", "rest"))]
+    calls.clear()
+    others = [_plans.Plan(CudaLauncher(calls, scratch=64), "function", (4, 1, 0), (2, 3, 1), ("rest",))]
+    monkeypatch.setattr(triton, "__version__", "3.7.0")
+    others.append(_plans.Plan(CudaLauncher(calls), "function", (4, 1, 0), (2, 3, 1), ("rest",)))
+    for other in others:
+        other.launch(99, "x", "y")
+    assert calls == [("__call__", (2, 3, 1, 99, "function", (4, 1, 0), None, None, None, "x", "y", "rest"))] * 2

@@ -8,7 +8,9 @@ import os
 
 import pytest
 import torch
+import triton
 
+from portcheck.kernels import _plans
 from portcheck.kernels import paged_attention as P
 from portcheck.kernels import rope as R
 from tests.support.launching import forbid_launches
@@ -84,6 +86,16 @@ def test_rope_plans_anew_for_another_shape_stride_or_alignment():
     R._PLANS.clear()
     again = R.rotary_embedding(pos, _copy(q), _copy(k), head, cache, neox)
     assert _equal(got, again)
+
+
+def test_plans_on_triton_36_cuda_call_its_launchers_c_entry_straight():
+    """The direct entry (_plans.direct_entry) is what the bit-for-bit tests above run on Triton 3.6
+    with CUDA; anywhere else plans call Triton's launcher."""
+    R._PLANS.clear()
+    _rope(_rope_args(64, 8, 2, 128, 128, torch.bfloat16, False, False, seed=1))
+    (plan,) = R._PLANS._plans.values()
+    direct = triton.__version__.startswith(_plans.DIRECT_TRITON) and torch.version.hip is None
+    assert (plan.direct is not None) == direct
 
 
 def _paged_args(num_seqs, context, seed, heads_kv=8, group=4, head_dim=128, block_size=16):
