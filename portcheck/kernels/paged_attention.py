@@ -206,16 +206,21 @@ class _DecodePlan:
     def launch(self, stream: int, query, key_cache, value_cache, block_tables, context_lens, out):
         if out is None:
             out = torch.empty_like(query)
+        # every pointer as its address: Triton's launcher calls data_ptr() and
+        # cuPointerGetAttribute for a tensor, neither for an int (the key has every tensor's
+        # device, checked when the plan was made): 1 of 20 us on the H200's host
+        # (reports/examples/host-overhead-h200/ninth-session/int-args-run*.json)
+        tensors = (query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), block_tables.data_ptr(),
+                   context_lens.data_ptr(), out.data_ptr())
         if self.reduce is None:
-            self.main.launch(stream, query, key_cache, value_cache, block_tables, context_lens, out)
+            self.main.launch(stream, *tensors)
             return out
         elements, at_max, at_sum = self.workspace
         # this stream's scratch: work queued after both kernels on it may reuse it, none before
-        ws = scratch(query.device, elements, torch.float32, stream)
-        at = ws.data_ptr()
-        parts = at, at + 4 * at_max, at + 4 * at_sum     # addresses: Triton's launcher takes ints
-        self.main.launch(stream, query, key_cache, value_cache, block_tables, context_lens, out, *parts)
-        self.reduce.launch(stream, *parts, out)
+        at = scratch(query.device, elements, torch.float32, stream).data_ptr()
+        parts = at, at + 4 * at_max, at + 4 * at_sum
+        self.main.launch(stream, *tensors, *parts)
+        self.reduce.launch(stream, *parts, tensors[-1])
         return out
 
 

@@ -150,8 +150,10 @@ def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Te
     if plan is not None:     # the key proves every check below passed for these arguments
         qo = query if query_out is None else query_out
         k, ko = (query, qo) if key is None else (key, key if query_out is None else key_out)
-        # the tensors themselves, not their [tokens, heads, head_size] views: same data_ptr
-        plan.launch(_plans.stream(plan_key), query, k, qo, ko, positions, cos_sin_cache)
+        # the tensors' addresses, as paged decode's plan passes them (Triton's launcher then
+        # skips a data_ptr() call and a driver query per pointer)
+        plan.launch(_plans.stream(plan_key), query.data_ptr(), k.data_ptr(), qo.data_ptr(), ko.data_ptr(),
+                    positions.data_ptr(), cos_sin_cache.data_ptr())
         return qo, (key if query_out is None else key_out)
     if query.dtype not in DTYPES.values():
         raise ValueError(f"query has dtype {query.dtype}; RoPE takes {', '.join(map(str, DTYPES.values()))}")

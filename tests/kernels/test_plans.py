@@ -12,7 +12,7 @@ import triton
 from portcheck.compile.capture import recording
 from portcheck.facts.archs import INTERPRETER
 from portcheck.facts.device import forced_arch
-from portcheck.kernels import _plans
+from portcheck.kernels import _launch, _plans
 from portcheck.kernels import paged_attention as P
 from portcheck.kernels import rope as R
 
@@ -143,15 +143,22 @@ def planning(monkeypatch):
     return calls
 
 
+def _address(x) -> int:
+    """A pointer argument's address: planned launches pass the tensors' addresses (ints), checked
+    ones the tensors (or views of them)."""
+    return x if isinstance(x, int) else x.data_ptr()
+
+
 def _same(planned: list, checked: list, skip=()) -> None:
-    """Argument lists equal; tensors by address (the planned launch passes the tensors the
-    launcher got, the checked one views of them); positions in `skip` compared by the caller."""
+    """Argument lists equal; tensors by address (the planned launch passes the addresses of the
+    tensors the launcher got, or the tensors it keeps, the checked one views of them); positions
+    in `skip` compared by the caller."""
     assert len(planned) == len(checked)
     for i, (p, c) in enumerate(zip(planned, checked)):
         if i in skip:
             continue
         if isinstance(c, torch.Tensor):
-            assert p.data_ptr() == c.data_ptr(), i
+            assert _address(p) == c.data_ptr(), i
         else:
             assert p == c and type(p) is type(c), (i, p, c)
 
@@ -253,7 +260,7 @@ def _same_operand(p, c) -> None:
         assert p.base.data_ptr() == c.base.data_ptr() and list(p.shape) == list(c.shape)
         assert list(p.strides) == list(c.strides) and list(p.block_shape) == list(c.block_shape)
     elif isinstance(c, torch.Tensor):
-        assert p.data_ptr() == c.data_ptr()
+        assert _address(p) == c.data_ptr()
     else:
         assert p is c is None
 
@@ -296,10 +303,10 @@ def test_a_planned_matmul_passes_what_the_checked_one_passes(monkeypatch, m, n, 
     assert len(planned) == len(checked) == len(names)
     for i, (name, p, c) in enumerate(zip(names, planned, checked)):
         if i in skip:           # split-K's workspace: the stream's scratch, at least the checked one's size
-            assert p.numel() >= c.numel() and p.dtype == c.dtype
+            assert p == _launch.scratch(a.device, c.numel(), c.dtype, 0).data_ptr()
         elif name in fresh:
-            base = p.base if hasattr(p, "block_shape") else p
-            assert base.data_ptr() == planned_out.data_ptr() and base.shape == checked_out.shape
+            assert _address(p.base if hasattr(p, "block_shape") else p) == planned_out.data_ptr()
+            assert planned_out.shape == checked_out.shape
         elif name == "a_desc" and line_a:   # a fresh copy of A per launch, rows of 128 bytes
             assert p.base.data_ptr() not in (a.data_ptr(), c.base.data_ptr())
             assert p.base.stride() == c.base.stride() == (64, 1) and list(p.block_shape) == list(c.block_shape)
@@ -315,7 +322,6 @@ def test_a_planned_matmul_passes_what_the_checked_one_passes(monkeypatch, m, n, 
 # ---- the per-stream buffers a planned launch takes instead of allocating ----------------------
 
 def test_scratch_is_one_buffer_per_device_stream_and_dtype_grown_on_demand_and_fresh_under_capture(monkeypatch):
-    from portcheck.kernels import _launch
     monkeypatch.setattr(_launch, "_SCRATCH", {})
     cpu = torch.device("cpu")
     first = _launch.scratch(cpu, 100, torch.float32, stream=7)
@@ -335,7 +341,6 @@ def test_launches_captured_on_one_stream_share_that_captures_buffers_and_no_othe
     """Under graph capture a zeroed buffer is a fill kernel in every replay: the launches of one
     capture on one stream share one (they run in order); another capture, stream or a larger
     request gets its own, and eager launches never see a captured one."""
-    from portcheck.kernels import _launch
     for cache in ("_SCRATCH", "_COUNTERS", "_CAPTURED"):
         monkeypatch.setattr(_launch, cache, {})
     cpu = torch.device("cpu")
@@ -360,7 +365,6 @@ def test_launches_captured_on_one_stream_share_that_captures_buffers_and_no_othe
 
 
 def test_split_buffers_are_the_streams_scratch_and_counters_from_one_capture_check(monkeypatch):
-    from portcheck.kernels import _launch
     for cache in ("_SCRATCH", "_COUNTERS", "_CAPTURED"):
         monkeypatch.setattr(_launch, cache, {})
     checks = []

@@ -475,12 +475,18 @@ class _Plan:
         if self.line_a is not None:
             a = _repacked(a, self.line_a, k_major_b=False)
         values = self.values.copy()
-        operands = (a, b, out) if self.tma is None else self.tma[0].descriptors(a, b, out, *self.tma[1])
-        values[:6] = *operands, bias, scale_a, scale_b
+        # pointers as addresses: Triton's launcher calls data_ptr() and cuPointerGetAttribute for
+        # a tensor, neither for an int (the key has every tensor's device: a launch that reaches
+        # here passed the checks with tensors on that device). 1 us of 16 at M = 1 on the H200's
+        # host (reports/examples/host-overhead-h200/ninth-session/int-args-run*.json)
+        operands = (a.data_ptr(), b.data_ptr(), out.data_ptr()) if self.tma is None \
+            else self.tma[0].descriptors(a, b, out, *self.tma[1])
+        values[:6] = *operands, *[None if t is None else t.data_ptr() for t in (bias, scale_a, scale_b)]
         stream = current_stream(a.device)
         if self.split is not None:
             at_ws, elements, dtype, at_counters, tiles = self.split
-            values[at_ws], values[at_counters] = split_buffers(a.device, elements, dtype, tiles, stream)
+            ws, counters = split_buffers(a.device, elements, dtype, tiles, stream)
+            values[at_ws], values[at_counters] = ws.data_ptr(), counters.data_ptr()
         self.kernel.launch(stream, *values)
         return out
 
