@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 import triton
+import triton.language as tl
 from hypothesis import strategies as st
 
 from .. import strategies as S
@@ -17,6 +18,13 @@ from ._launch import num_warps_for
 SHORT_BENCH = (32768, 4096)          # (rows, cols) of the short-row benches
 LONG_BENCH = (4096, 131072)          # and of the long-row ones; their variants declare both
 BENCH_LENGTHS = (SHORT_BENCH[1], LONG_BENCH[1])
+
+
+@triton.jit
+def all_or_none(flag, BLOCK: tl.constexpr):
+    """A scalar condition as a [BLOCK] mask of one value: the GPU predicates the whole load on it
+    (one compare a chunk, not one an element); the interpreter takes no Python bool as a mask."""
+    return tl.full([BLOCK], 1, tl.int1) & flag
 
 
 def loop_block(n_cols: int, loop_block: int, itemsize: int) -> int:
@@ -70,12 +78,16 @@ def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths,
     """Every launch of a row family on an arch: per dtype and row length n, the kernel and the
     configuration config(n, warp, long_rows, itemsize=...) picks. signature(pointer type) gives
     the kernel's arguments; flags are its optional-parameter constexprs (HAS_W, ...) all on, and
-    at the bench lengths the launch with them all off is declared too, labelled with `bare`."""
+    at the bench lengths the launch with them all off is declared too, labelled with `bare`.
+    A looped kernel that drops its masks on rows of whole chunks (an EVEN parameter) is declared
+    at each length that is one, and at that length less 16 columns (a tail), so both of its codes
+    are compiled."""
     out = []
     for dtype in dtypes:
         ptr = "*" + fmt(dtype).triton_name
-        for n in lengths:
-            cfg = config(n, arch.warp_size, long_rows, itemsize=fmt(dtype).torch_dtype.itemsize)
+        itemsize = fmt(dtype).torch_dtype.itemsize
+        for n in _with_tails(lengths, lambda n: config(n, arch.warp_size, long_rows, itemsize=itemsize)):
+            cfg = config(n, arch.warp_size, long_rows, itemsize=itemsize)
             tiles = {"BLOCK": cfg["BLOCK"]}
             # both kernels take n_rows: the short-row grid to mask, the persistent grid to stride
             sizes = {"n_cols": n, "x_stride": n, "y_stride": n}
@@ -83,6 +95,8 @@ def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths,
                 tiles["ROWS"] = cfg["ROWS"]
             else:   # the persistent kernel as the bench launches it, its rows too
                 sizes["n_rows"] = LONG_BENCH[0]
+                if "EVEN" in cfg["kernel"].arg_names:
+                    tiles["EVEN"] = n % cfg["BLOCK"] == 0
             flavours = [(flags or {}, "")]
             if flags and n in BENCH_LENGTHS:
                 flavours.append(({name: False for name in flags}, bare))
@@ -91,6 +105,17 @@ def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths,
                 out.append(Variant(cfg["kernel"], sig, {**consts, **tiles}, cfg["num_warps"],
                                    label=f"{dtype} n={n}{suffix}",
                                    divisible_by_16=launch_divisibility(sig, **sizes)))
+    return out
+
+
+def _with_tails(lengths, config) -> list[int]:
+    """lengths, each of whole chunks of a kernel with EVEN followed by itself less 16 columns"""
+    out = []
+    for n in lengths:
+        out.append(n)
+        cfg = config(n)
+        if "EVEN" in cfg["kernel"].arg_names and n % cfg["BLOCK"] == 0 and n > 16:
+            out.append(n - 16)
     return out
 
 

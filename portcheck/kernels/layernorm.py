@@ -19,7 +19,7 @@ from ..oracles.norms import layer_norm as layer_norm_ref
 from ..tolerance import Tolerance, fmt
 from ..facts.device import warp_size
 from ._launch import check_2d, check_out, check_programs, check_vector, persistent_programs
-from ._rows import bench_spec, check_chunk, family_config, row_inputs, row_variants
+from ._rows import all_or_none, bench_spec, check_chunk, family_config, row_inputs, row_variants
 
 MAX_FUSED = 16384          # longest row held in registers (x, and w and b, as fp32) by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -74,10 +74,19 @@ def layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows
 @triton.jit
 def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols,
                             x_stride, y_stride, eps,
-                            HAS_W: tl.constexpr, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+                            HAS_W: tl.constexpr, HAS_B: tl.constexpr, BLOCK: tl.constexpr,
+                            EVEN: tl.constexpr):
     """Persistent: program p takes rows p, p + P, p + 2P, ... (P programs), so the rows in flight
     stay in L2 between the passes. Each pass loads the next chunk before working on the current
-    one, so two chunks per thread are in flight."""
+    one, so two chunks per thread are in flight.
+
+    EVEN (n_cols a multiple of BLOCK): no chunk has a tail, so full chunks are loaded and stored
+    with no per-element mask and pass 1 selects nothing; only the load one chunk ahead is guarded,
+    by a scalar (past the row's last chunk it would read the next row, or past the tensor). Pass 1
+    falls from 351 to 269 instructions a chunk and pass 2 from 350 to 310 (sm_90a, Triton 3.6):
+    0.787 -> 0.817 of copy on the H200 (bf16 4096 x 131072,
+    reports/examples/long-rows-h200/tenth-session/even-rows.json). The same change in softmax's
+    and RMSNorm's looped kernels measured within the spread (0.81 and 0.925 either way): not made."""
     cols = tl.arange(0, BLOCK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
@@ -92,15 +101,26 @@ def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_ro
         mean = 0.0
         m2 = 0.0
         count = 0.0
-        nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
+        if EVEN:
+            nxt = tl.load(x_row + cols, eviction_policy="evict_last")
+        else:
+            nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
         for start in range(0, n_cols, BLOCK):
-            ok = start + cols < n_cols
             x = nxt.to(tl.float32)
             ahead = start + BLOCK + cols
-            nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_last")
-            size = tl.minimum(n_cols - start, BLOCK).to(tl.float32)
-            chunk_mean = tl.sum(x, axis=0) / size
-            centred = tl.where(ok, x - chunk_mean, 0.0)
+            # EVEN addresses the chunk ahead as x_row + start + BLOCK + cols, scalar sums first
+            # (through the tensor `ahead` the loops took 10 and 13 instructions more, sm_90a)
+            if EVEN:
+                nxt = tl.load(x_row + start + BLOCK + cols, mask=all_or_none(start + BLOCK < n_cols, BLOCK),
+                              eviction_policy="evict_last")
+                size = BLOCK * 1.0
+                chunk_mean = tl.sum(x, axis=0) / size
+                centred = x - chunk_mean
+            else:
+                nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_last")
+                size = tl.minimum(n_cols - start, BLOCK).to(tl.float32)
+                chunk_mean = tl.sum(x, axis=0) / size
+                centred = tl.where(start + cols < n_cols, x - chunk_mean, 0.0)
             chunk_m2 = tl.sum(centred * centred, axis=0)
             total = count + size
             delta = chunk_mean - mean
@@ -114,19 +134,37 @@ def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_ro
         # on the H200, reports/examples/long-rows-h200/seventh-session/shared-weight.json).
         # The statistics are stored after the pass, so no store (which may alias x) stands
         # before its first load.
-        nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")
+        if EVEN:
+            nxt = tl.load(x_row + cols, eviction_policy="evict_first")
+        else:
+            nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")
         rstd = tl.math.rsqrt(m2 / n_cols + eps)
         for start in range(0, n_cols, BLOCK):
-            ok = start + cols < n_cols
             x = nxt.to(tl.float32)
             ahead = start + BLOCK + cols
-            nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_first")
+            if EVEN:
+                nxt = tl.load(x_row + start + BLOCK + cols, mask=all_or_none(start + BLOCK < n_cols, BLOCK),
+                              eviction_policy="evict_first")
+            else:
+                nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_first")
             y = (x - row_mean) * rstd
+            ok = start + cols < n_cols
             if HAS_W:
-                y = y * tl.load(w_ptr + start + cols, mask=ok, other=0.0).to(tl.float32)
+                if EVEN:
+                    w = tl.load(w_ptr + start + cols)
+                else:
+                    w = tl.load(w_ptr + start + cols, mask=ok, other=0.0)
+                y = y * w.to(tl.float32)
             if HAS_B:
-                y = y + tl.load(b_ptr + start + cols, mask=ok, other=0.0).to(tl.float32)
-            tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
+                if EVEN:
+                    b = tl.load(b_ptr + start + cols)
+                else:
+                    b = tl.load(b_ptr + start + cols, mask=ok, other=0.0)
+                y = y + b.to(tl.float32)
+            if EVEN:
+                tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
+            else:
+                tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
         tl.store(mean_ptr + row64, row_mean)
         tl.store(rstd_ptr + row64, rstd)
 
@@ -170,7 +208,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.
     else:
         grid = (persistent_programs(n_rows, x.device, PROGRAMS_PER_SM, programs),)
         layernorm_looped_kernel[grid](x, w, b, out, mean, rstd, n_rows, n_cols, x.stride(0), out.stride(0),
-                                      eps, **flags, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
+                                      eps, **flags, BLOCK=cfg["BLOCK"], EVEN=n_cols % cfg["BLOCK"] == 0,
+                                      num_warps=cfg["num_warps"])
     return out, mean, rstd
 
 

@@ -78,6 +78,42 @@ def test_every_program_count_writes_every_row_alike(family):
         assert torch.equal(out, first[name]), (family, "default", name)
 
 
+class _Forced:
+    """A looped kernel whose launches record the EVEN the wrapper asked for, and run with `even`
+    instead where it is not None."""
+
+    def __init__(self, kernel, even):
+        self.kernel, self.even, self.asked = kernel, even, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.asked.append(kwargs["EVEN"])
+            even = kwargs["EVEN"] if self.even is None else self.even
+            return self.kernel[grid](*args, **{**kwargs, "EVEN": even})
+        return launch
+
+
+@needs_device
+def test_layernorm_rows_of_whole_chunks_drop_the_masks_and_keep_the_bits(monkeypatch):
+    """A row of whole chunks runs unmasked (EVEN) and writes what the masked code writes; a row
+    with a tail is launched masked; a strided view of whole chunks is unmasked too."""
+    kernel = LN.layernorm_looped_kernel
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(ROWS, COLS, generator=g) * 3 + 1).to(DEVICE)
+    runs, asked = {}, {}
+    for label, view, even in (("unmasked", x[:, :3 * CHUNK], None), ("masked", x[:, :3 * CHUNK], False),
+                              ("tail", x, None)):
+        forced = _Forced(kernel, even)
+        monkeypatch.setattr(LN, "layernorm_looped_kernel", forced)
+        args = _args("layernorm", view)
+        runs[label] = _run("layernorm", args, 3)
+        _check_against_oracle("layernorm", args, runs[label])
+        asked[label] = forced.asked
+    assert asked == {"unmasked": [True], "masked": [True], "tail": [False]}
+    for out, value in runs["unmasked"].items():
+        assert torch.equal(value, runs["masked"][out]), out
+
+
 def _special_rows() -> torch.Tensor:
     """Rows whose softmax IEEE arithmetic defines, chunk 32 so each lane sees 4 columns."""
     g = torch.Generator().manual_seed(2)
