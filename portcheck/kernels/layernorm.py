@@ -84,9 +84,10 @@ def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_ro
     with no per-element mask and pass 1 selects nothing; only the load one chunk ahead is guarded,
     by a scalar (past the row's last chunk it would read the next row, or past the tensor). Pass 1
     falls from 351 to 269 instructions a chunk and pass 2 from 350 to 310 (sm_90a, Triton 3.6):
-    0.787 -> 0.817 of copy on the H200 (bf16 4096 x 131072,
-    reports/examples/long-rows-h200/tenth-session/even-rows.json). The same change in softmax's
-    and RMSNorm's looped kernels measured within the spread (0.81 and 0.925 either way): not made."""
+    0.787 -> 0.822 of copy on the H200 in three rounds (bf16 4096 x 131072,
+    reports/examples/long-rows-h200/tenth-session/even-rows-main.json). The same change in
+    softmax's and RMSNorm's looped kernels measured within the spread (0.81 and 0.925 either way,
+    even-rows.json): not made."""
     cols = tl.arange(0, BLOCK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
