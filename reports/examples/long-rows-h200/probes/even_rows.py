@@ -198,11 +198,11 @@ def main(path: str) -> None:
         torch.cuda.synchronize()
         return y.float().clone()
 
-    def masked(kernel):   # EVEN=False where the kernel has it
-        return {"EVEN": False} if "EVEN" in kernel.arg_names else {}
-
     def has_even(kernel):
         return "EVEN" in kernel.arg_names
+
+    def masked(kernel):   # EVEN=False where the kernel has it
+        return {"EVEN": False} if has_even(kernel) else {}
 
     main_ln = ln(layernorm.layernorm_looped_kernel, HAS_W=True, HAS_B=True, EVEN=False)
     main_rms = rms(**masked(rmsnorm.rmsnorm_looped_kernel))
