@@ -89,6 +89,9 @@ def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_ro
     softmax's and RMSNorm's looped kernels measured within the spread (0.81 and 0.925 either way,
     even-rows.json): not made."""
     cols = tl.arange(0, BLOCK)
+    # EVEN: no masks, and a load with no mask takes no `other`
+    zero = None if EVEN else 0.0
+    first = None if EVEN else cols < n_cols
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
         x_row = x_ptr + row64 * x_stride
@@ -102,26 +105,21 @@ def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_ro
         mean = 0.0
         m2 = 0.0
         count = 0.0
-        if EVEN:
-            nxt = tl.load(x_row + cols, eviction_policy="evict_last")
-        else:
-            nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
+        nxt = tl.load(x_row + cols, mask=first, other=zero, eviction_policy="evict_last")
         for start in range(0, n_cols, BLOCK):
             x = nxt.to(tl.float32)
-            ahead = start + BLOCK + cols
             # EVEN addresses the chunk ahead as x_row + start + BLOCK + cols, scalar sums first
             # (through the tensor `ahead` the loops took 10 and 13 instructions more, sm_90a)
             if EVEN:
                 nxt = tl.load(x_row + start + BLOCK + cols, mask=all_or_none(start + BLOCK < n_cols, BLOCK),
                               eviction_policy="evict_last")
                 size = BLOCK * 1.0
-                chunk_mean = tl.sum(x, axis=0) / size
-                centred = x - chunk_mean
             else:
+                ahead = start + BLOCK + cols
                 nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_last")
                 size = tl.minimum(n_cols - start, BLOCK).to(tl.float32)
-                chunk_mean = tl.sum(x, axis=0) / size
-                centred = tl.where(start + cols < n_cols, x - chunk_mean, 0.0)
+            chunk_mean = tl.sum(x, axis=0) / size
+            centred = x - chunk_mean if EVEN else tl.where(start + cols < n_cols, x - chunk_mean, 0.0)
             chunk_m2 = tl.sum(centred * centred, axis=0)
             total = count + size
             delta = chunk_mean - mean
@@ -135,37 +133,23 @@ def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_ro
         # on the H200, reports/examples/long-rows-h200/seventh-session/shared-weight.json).
         # The statistics are stored after the pass, so no store (which may alias x) stands
         # before its first load.
-        if EVEN:
-            nxt = tl.load(x_row + cols, eviction_policy="evict_first")
-        else:
-            nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")
+        nxt = tl.load(x_row + cols, mask=first, other=zero, eviction_policy="evict_first")
         rstd = tl.math.rsqrt(m2 / n_cols + eps)
         for start in range(0, n_cols, BLOCK):
             x = nxt.to(tl.float32)
-            ahead = start + BLOCK + cols
             if EVEN:
                 nxt = tl.load(x_row + start + BLOCK + cols, mask=all_or_none(start + BLOCK < n_cols, BLOCK),
                               eviction_policy="evict_first")
             else:
+                ahead = start + BLOCK + cols
                 nxt = tl.load(x_row + ahead, mask=ahead < n_cols, other=0.0, eviction_policy="evict_first")
             y = (x - row_mean) * rstd
-            ok = start + cols < n_cols
+            ok = None if EVEN else start + cols < n_cols
             if HAS_W:
-                if EVEN:
-                    w = tl.load(w_ptr + start + cols)
-                else:
-                    w = tl.load(w_ptr + start + cols, mask=ok, other=0.0)
-                y = y * w.to(tl.float32)
+                y = y * tl.load(w_ptr + start + cols, mask=ok, other=zero).to(tl.float32)
             if HAS_B:
-                if EVEN:
-                    b = tl.load(b_ptr + start + cols)
-                else:
-                    b = tl.load(b_ptr + start + cols, mask=ok, other=0.0)
-                y = y + b.to(tl.float32)
-            if EVEN:
-                tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
-            else:
-                tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
+                y = y + tl.load(b_ptr + start + cols, mask=ok, other=zero).to(tl.float32)
+            tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")
         tl.store(mean_ptr + row64, row_mean)
         tl.store(rstd_ptr + row64, rstd)
 
