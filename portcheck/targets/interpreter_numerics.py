@@ -12,7 +12,8 @@ low-precision numerics wrong:
     and a bf16 `tl.dot` multiplies the bit patterns as integers;
   - fp8 `tl.dot` operands go through `_convert_float` to fp16, which loses e5m2 subnormals;
   - a Python float kernel argument stays a Python float (`eps.to(tl.float32)` raises), where the
-    JIT passes an fp32 scalar;
+    JIT passes an fp32 scalar; an integer argument equal to 1 arrives as a tensor, where the JIT
+    compiles it as the constant 1 (so `n.to(tl.float32)` passes here and fails on every GPU);
   - `triton.language.extra.libdevice` functions are empty stubs there (they return None).
 
 `install()` patches those points (class attributes and module functions, restored by
@@ -45,7 +46,8 @@ What the layer does, and why it models the GPU:
     NVIDIA's default, where AMD's is ieee); and portcheck's tf32 tolerances bound both. fp32
     dots stay exact-ish (numpy fp32), as before.
   - Float scalar arguments become fp32 scalars, as the JIT's specialization makes them (ints are
-    already i32 / u32 / i64 / u64 by range in Triton's own code).
+    already i32 / u32 / i64 / u64 by range in Triton's own code), and an integer argument equal to
+    1 becomes tl.constexpr(1) unless the kernel lists it in do_not_specialize, as the JIT makes it.
   - libdevice functions (LIBDEVICE below) are computed with numpy in float64 and rounded to the
     argument's format (fp32 or fp64, the formats libdevice takes); predicates return int32.
 Not covered: fp8e4b15 (torch has no such dtype; Triton's own path stays), `tl.dot_scaled`,
@@ -76,7 +78,7 @@ import numpy as np
 
 from ..errors import UsageError
 
-LAYER_VERSION = 1
+LAYER_VERSION = 2   # 2: integer arguments equal to 1 arrive as the JIT specializes them
 DESCRIPTION = f"faithful bf16/fp8 layer v{LAYER_VERSION}"
 TRITON_VERSIONS = ("3.6.0", "3.9.0")   # interpreter.py read and tested for each
 
@@ -97,6 +99,7 @@ _PATCH_POINTS = (
     ("ReduceOps", "sum", ("self", "input")),
     ("ReduceOps", "min_max", ("self", "input", "val_reduce_op", "idx_reduce_op")),
     (None, "_implicit_cvt", ("arg",)),
+    ("InterpretedFunction", "run", ("self", "args", "grid", "warmup", "kwargs")),
 )
 
 _saved: list | None = None      # (object, name, original) while installed
@@ -260,6 +263,7 @@ def _replacements(interp):
     cast_impl, fp_to_fp = builder.cast_impl, builder.create_fp_to_fp
     binary_op, unary_op, fma, dot = builder.binary_op, builder.unary_op, builder.create_fma, builder.create_dot
     red_sum, red_min_max, implicit_cvt = reduce_ops.sum, reduce_ops.min_max, interp._implicit_cvt
+    run = interp.InterpretedFunction.run
     RTZ = interp._ir.ROUNDING_MODE.RTZ
 
     def convert(src, dst_type, rtz=False):
@@ -349,8 +353,31 @@ def _replacements(interp):
             return tl.tensor(TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
         return implicit_cvt(arg)
 
+    def new_run(self, *args, grid, warmup, **kwargs):
+        args, kwargs = _ones_as_constants(self, args, kwargs)
+        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
     return (new_cast_impl, new_fp_to_fp, new_binary_op, new_unary_op, new_fma, new_dot,
-            new_sum, new_min_max, new_implicit_cvt)
+            new_sum, new_min_max, new_implicit_cvt, new_run)
+
+
+def _ones_as_constants(function, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """A launch's arguments as the JIT specializes them: an integer argument equal to 1 becomes
+    the constant 1 (tl.constexpr) unless the kernel lists it in do_not_specialize, so kernel code
+    that treats it as a tensor (`n.to(tl.float32)`) fails here as it fails to compile on every GPU
+    (Triton 3.6 and 3.9 alike); the interpreter alone passed every integer as a tensor."""
+    import triton.language as tl
+    from triton.runtime.jit import _normalize_ty
+    names = function.arg_names
+    constexprs = {name for name, ty in inspect.get_annotations(function.fn).items()
+                  if _normalize_ty(ty) == "constexpr"}
+    kept = {names[d] if isinstance(d, int) else d for d in function.kwargs.get("do_not_specialize") or ()}
+
+    def as_jit(name, value):
+        special = type(value) is int and value == 1 and name in names
+        return tl.constexpr(1) if special and name not in constexprs | kept else value
+    return (tuple(as_jit(name, value) for name, value in zip(names, args)),
+            {name: as_jit(name, value) for name, value in kwargs.items()})
 
 
 # ---- libdevice -------------------------------------------------------------------------------------
