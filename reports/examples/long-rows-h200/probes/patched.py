@@ -31,8 +31,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.p
 from rows_common import bench_rows, row_timer  # noqa: E402
 
 
-def patched(module, kernel: str, edits: list[tuple[str, str]]):
-    """main's @triton.jit `kernel` from `module`, with each (old, new) replaced exactly once."""
+def patched(module, kernel: str, edits: list[tuple[str, str]], header: str = ""):
+    """main's @triton.jit `kernel` from `module`, with each (old, new) replaced exactly once;
+    `header` holds the imports the kernel needs beyond triton and tl."""
     src = inspect.getsource(getattr(module, kernel).fn)
     src = src[src.index("def "):]   # without main's decorator
     for old, new in edits:
@@ -41,7 +42,7 @@ def patched(module, kernel: str, edits: list[tuple[str, str]]):
         src = src.replace(old, new)
     path = os.path.join(tempfile.mkdtemp(), f"patched_{kernel}.py")
     with open(path, "w") as f:
-        f.write("import triton\nimport triton.language as tl\n\n\n@triton.jit\n" + src)
+        f.write("import triton\nimport triton.language as tl\n" + header + "\n\n@triton.jit\n" + src)
     spec = importlib.util.spec_from_file_location(f"patched_{kernel}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
