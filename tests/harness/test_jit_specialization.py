@@ -39,8 +39,8 @@ def test_a_length_of_one_is_the_constant_on_every_target():
     assert _mean(mean_kernel, 8) == 4.5
     with pytest.raises(Exception) as failed:    # the GPU's CompilationError, the interpreter's error
         _mean(mean_kernel, 1)
-    said = f"{failed.value}\n{failed.value.__cause__!r}"
-    assert "constexpr" in said and "to" in said, said
+    # 'int' object (the GPU's code generator) or 'constexpr' object (the interpreter)
+    assert "has no attribute 'to'" in f"{failed.value}\n{failed.value.__cause__!r}"
     assert _mean(mean_unspecialized_kernel, 1) == 1.0   # do_not_specialize keeps it a tensor
     assert _mean(mean_kernel, True) == 1.0              # a bool is an i1, never the constant
 
