@@ -47,7 +47,8 @@ What the layer does, and why it models the GPU:
     dots stay exact-ish (numpy fp32), as before.
   - Float scalar arguments become fp32 scalars, as the JIT's specialization makes them (ints are
     already i32 / u32 / i64 / u64 by range in Triton's own code), and an integer argument equal to
-    1 becomes tl.constexpr(1) unless the kernel lists it in do_not_specialize, as the JIT makes it.
+    1 becomes tl.constexpr(1) where the JIT makes it one (no type annotation, not in
+    do_not_specialize).
   - libdevice functions (LIBDEVICE below) are computed with numpy in float64 and rounded to the
     argument's format (fp32 or fp64, the formats libdevice takes); predicates return int32.
 Not covered: fp8e4b15 (torch has no such dtype; Triton's own path stays), `tl.dot_scaled`,
@@ -363,19 +364,22 @@ def _replacements(interp):
 
 def _ones_as_constants(function, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """A launch's arguments as the JIT specializes them: an integer argument equal to 1 becomes
-    the constant 1 (tl.constexpr) unless the kernel lists it in do_not_specialize, so kernel code
+    the constant 1 (tl.constexpr) where the JIT makes it one (a parameter with no type annotation
+    that do_not_specialize does not name: Triton's own KernelParam says which), so kernel code
     that treats it as a tensor (`n.to(tl.float32)`) fails here as it fails to compile on every GPU
     (Triton 3.6 and 3.9 alike); the interpreter alone passed every integer as a tensor."""
     import triton.language as tl
-    from triton.runtime.jit import _normalize_ty
+    from triton.runtime.jit import KernelParam
     names = function.arg_names
-    constexprs = {name for name, ty in inspect.get_annotations(function.fn).items()
-                  if _normalize_ty(ty) == "constexpr"}
     kept = {names[d] if isinstance(d, int) else d for d in function.kwargs.get("do_not_specialize") or ()}
+    params = [KernelParam(i, p, p.name in kept, False)
+              for i, p in enumerate(inspect.signature(function.fn).parameters.values())]
+    constant_when_one = {p.name for p in params
+                         if not (p.is_constexpr or p.do_not_specialize or p.annotation_type)}
 
     def as_jit(name, value):
-        special = type(value) is int and value == 1 and name in names
-        return tl.constexpr(1) if special and name not in constexprs | kept else value
+        one = type(value) is int and value == 1
+        return tl.constexpr(1) if one and name in constant_when_one else value
     return (tuple(as_jit(name, value) for name, value in zip(names, args)),
             {name: as_jit(name, value) for name, value in kwargs.items()})
 

@@ -1,7 +1,8 @@
 """An integer argument equal to 1 is the constant 1 wherever a kernel runs: Triton's JIT compiles
-it so for a GPU (unless the kernel lists it in do_not_specialize), and portcheck's interpreter
-layer passes it so on the CPU (portcheck.targets.interpreter_numerics). A kernel that treats such
-an argument as a tensor then fails at 1 on the CPU too, not only when it meets a GPU."""
+it so for a GPU (unless the kernel lists it in do_not_specialize or annotates its type), and
+portcheck's interpreter layer passes it so on the CPU (portcheck.targets.interpreter_numerics). A
+kernel that treats such an argument as a tensor then fails at 1 on the CPU too, not only when it
+meets a GPU."""
 import pytest
 import torch
 import triton
@@ -26,6 +27,13 @@ def mean_unspecialized_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr, tl.sum(x, axis=0) / n.to(tl.float32))
 
 
+@triton.jit
+def mean_typed_kernel(x_ptr, y_ptr, n: tl.int32, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(y_ptr, tl.sum(x, axis=0) / n.to(tl.float32))
+
+
 def _mean(kernel, n) -> float:
     x, y = torch.arange(1.0, 9.0, device=DEVICE), torch.empty(1, device=DEVICE)
     kernel[(1,)](x, y, n, BLOCK=8)
@@ -42,6 +50,7 @@ def test_a_length_of_one_is_the_constant_on_every_target():
     # 'int' object (the GPU's code generator) or 'constexpr' object (the interpreter)
     assert "has no attribute 'to'" in f"{failed.value}\n{failed.value.__cause__!r}"
     assert _mean(mean_unspecialized_kernel, 1) == 1.0   # do_not_specialize keeps it a tensor
+    assert _mean(mean_typed_kernel, 1) == 1.0           # and so does a type annotation
     assert _mean(mean_kernel, True) == 1.0              # a bool is an i1, never the constant
 
 
