@@ -72,6 +72,7 @@ other release is refused with an error (use --raw-interpreter to run without the
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import math
 
@@ -364,24 +365,28 @@ def _replacements(interp):
 
 def _ones_as_constants(function, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """A launch's arguments as the JIT specializes them: an integer argument equal to 1 becomes
-    the constant 1 (tl.constexpr) where the JIT makes it one (a parameter with no type annotation
-    that do_not_specialize does not name: Triton's own KernelParam says which), so kernel code
-    that treats it as a tensor (`n.to(tl.float32)`) fails here as it fails to compile on every GPU
-    (Triton 3.6 and 3.9 alike); the interpreter alone passed every integer as a tensor."""
+    the constant 1 (tl.constexpr) where the JIT makes it one, so kernel code that treats it as a
+    tensor (`n.to(tl.float32)`) fails here as it fails to compile on every GPU (Triton 3.6 and 3.9
+    alike); the interpreter alone passed every integer as a tensor."""
     import triton.language as tl
+    constant = _constant_when_one(function)
+
+    def as_jit(name, value):
+        return tl.constexpr(1) if type(value) is int and value == 1 and name in constant else value
+    return (tuple(as_jit(name, value) for name, value in zip(function.arg_names, args)),
+            {name: as_jit(name, value) for name, value in kwargs.items()})
+
+
+@functools.cache
+def _constant_when_one(function) -> frozenset:
+    """The parameters the JIT compiles as the constant 1 when passed 1, by Triton's own KernelParam:
+    those with no type annotation that do_not_specialize does not name."""
     from triton.runtime.jit import KernelParam
     names = function.arg_names
     kept = {names[d] if isinstance(d, int) else d for d in function.kwargs.get("do_not_specialize") or ()}
     params = [KernelParam(i, p, p.name in kept, False)
               for i, p in enumerate(inspect.signature(function.fn).parameters.values())]
-    constant_when_one = {p.name for p in params
-                         if not (p.is_constexpr or p.do_not_specialize or p.annotation_type)}
-
-    def as_jit(name, value):
-        one = type(value) is int and value == 1
-        return tl.constexpr(1) if one and name in constant_when_one else value
-    return (tuple(as_jit(name, value) for name, value in zip(names, args)),
-            {name: as_jit(name, value) for name, value in kwargs.items()})
+    return frozenset(p.name for p in params if not (p.is_constexpr or p.do_not_specialize or p.annotation_type))
 
 
 # ---- libdevice -------------------------------------------------------------------------------------

@@ -51,10 +51,20 @@ def test_a_length_of_one_is_the_constant_on_every_target():
     assert "has no attribute 'to'" in f"{failed.value}\n{failed.value.__cause__!r}"
     assert _mean(mean_unspecialized_kernel, 1) == 1.0   # do_not_specialize keeps it a tensor
     assert _mean(mean_typed_kernel, 1) == 1.0           # and so does a type annotation
-    assert _mean(mean_kernel, True) == 1.0              # a bool is an i1, never the constant
 
 
 @pytest.mark.skipif(not INTERPRETER, reason="Triton's own interpreter, against the layer")
 def test_without_the_layer_the_interpreter_passes_a_tensor_where_the_gpu_fails():
     with N.active(False):
         assert _mean(mean_kernel, 1) == 1.0
+
+
+@pytest.mark.skipif(not INTERPRETER, reason="the interpreter layer's own reading of a launch")
+def test_only_an_int_of_one_becomes_the_constant():
+    """a bool is an i1 to the JIT, and a float an fp32, whatever their value"""
+    args, kwargs = N._ones_as_constants(mean_kernel, ("x", "y", True), {"BLOCK": 1})
+    assert args[2] is True and kwargs == {"BLOCK": 1}          # BLOCK: a constexpr anyway
+    args, _ = N._ones_as_constants(mean_kernel, ("x", "y", 1.0), {})
+    assert args[2] == 1.0 and isinstance(args[2], float)
+    args, _ = N._ones_as_constants(mean_kernel, ("x", "y", 1), {})
+    assert isinstance(args[2], triton.language.constexpr) and args[2].value == 1
