@@ -14,6 +14,7 @@ from .. import strategies as S
 from ..cases import Variant, launch_divisibility
 from ..dtypes import fmt
 from ._launch import num_warps_for
+from ._prefetch import l2_prefetch_ok
 
 SHORT_BENCH = (32768, 4096)          # (rows, cols) of the short-row benches
 LONG_BENCH = (4096, 131072)          # and of the long-row ones; their variants declare both
@@ -81,7 +82,7 @@ def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths,
     at the bench lengths the launch with them all off is declared too, labelled with `bare`.
     A looped kernel that drops its masks on rows of whole chunks (an EVEN parameter) is declared
     at each length that is one, and at that length less 16 columns (a tail), so both of its codes
-    are compiled."""
+    are compiled; one with a PREFETCH parameter takes it where the arch has the L2 prefetch."""
     out = []
     for dtype in dtypes:
         ptr = "*" + fmt(dtype).triton_name
@@ -97,6 +98,8 @@ def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths,
                 sizes["n_rows"] = LONG_BENCH[0]
                 if "EVEN" in cfg["kernel"].arg_names:
                     tiles["EVEN"] = n % cfg["BLOCK"] == 0
+                if "PREFETCH" in cfg["kernel"].arg_names:   # as for the bench's aligned rows
+                    tiles["PREFETCH"] = l2_prefetch_ok(arch)
             flavours = [(flags or {}, "")]
             if flags and n in BENCH_LENGTHS:
                 flavours.append(({name: False for name in flags}, bare))

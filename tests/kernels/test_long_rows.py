@@ -1,16 +1,21 @@
 """The persistent long-row kernels of softmax, LayerNorm and RMSNorm: every program count writes
 every row with the same bits, within the cases' tolerances; softmax keeps IEEE semantics for
-inf and NaN on any lane; the launchers refuse a bad program count before launch."""
+inf and NaN on any lane, and its L2 prefetch (where the arch has one) changes no bit; the
+launchers refuse a bad program count before launch."""
 import pytest
 import torch
 
 from tests.support.launching import DEVICE, forbid_launches, needs_device
 from portcheck import cases
 from portcheck.compare import compare
+from portcheck.dtypes import fmt
 from portcheck.kernels import _launch
 from portcheck.kernels import layernorm as LN
 from portcheck.kernels import rmsnorm as RMS
 from portcheck.kernels import softmax as SM
+from portcheck.kernels._prefetch import l2_prefetch_ok
+from portcheck.facts.archs import DEFAULT_ARCHS, INTERPRETER, arch
+from portcheck.facts.device import current_arch
 from portcheck.cases import float64_args
 from portcheck.runner import poisoned
 
@@ -52,7 +57,7 @@ def _check_against_oracle(family: str, args: dict, outs: dict) -> None:
     case = cases.get(f"{family}_long")
     args64 = float64_args({**args, "long_rows": True, "chunk": CHUNK}, DEVICE)   # as the case's make()
     refs = case.oracle(args64)
-    tols = case.tolerance(args64, refs, "fp32")
+    tols = case.tolerance(args64, refs, fmt(args["x"].dtype).name)
     for name, out in outs.items():
         result = compare(name, out, refs[name], tols[name])
         assert result.ok, result.message
@@ -79,17 +84,17 @@ def test_every_program_count_writes_every_row_alike(family):
 
 
 class _Forced:
-    """A looped kernel whose launches record the EVEN the wrapper asked for, and run with `even`
-    instead where it is not None."""
+    """A looped kernel whose launches record the constexpr `flag` the wrapper asked for, and run
+    with `value` instead where it is not None."""
 
-    def __init__(self, kernel, even):
-        self.kernel, self.even, self.asked = kernel, even, []
+    def __init__(self, kernel, flag, value):
+        self.kernel, self.flag, self.value, self.asked = kernel, flag, value, []
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
-            self.asked.append(kwargs["EVEN"])
-            even = kwargs["EVEN"] if self.even is None else self.even
-            return self.kernel[grid](*args, **{**kwargs, "EVEN": even})
+            self.asked.append(kwargs[self.flag])
+            value = kwargs[self.flag] if self.value is None else self.value
+            return self.kernel[grid](*args, **{**kwargs, self.flag: value})
         return launch
 
 
@@ -103,7 +108,7 @@ def test_layernorm_rows_of_whole_chunks_drop_the_masks_and_keep_the_bits(monkeyp
     runs, asked = {}, {}
     for label, view, even in (("unmasked", x[:, :3 * CHUNK], None), ("masked", x[:, :3 * CHUNK], False),
                               ("tail", x, None)):
-        forced = _Forced(kernel, even)
+        forced = _Forced(kernel, "EVEN", even)
         monkeypatch.setattr(LN, "layernorm_looped_kernel", forced)
         args = _args("layernorm", view)
         runs[label] = _run("layernorm", args, 3)
@@ -112,6 +117,43 @@ def test_layernorm_rows_of_whole_chunks_drop_the_masks_and_keep_the_bits(monkeyp
     assert asked == {"unmasked": [True], "masked": [True], "tail": [False]}
     for out, value in runs["unmasked"].items():
         assert torch.equal(value, runs["masked"][out]), out
+
+
+def test_the_l2_prefetch_is_asked_for_only_where_the_arch_has_it():
+    """cp.async.bulk.prefetch is NVIDIA sm_90+'s (PTX ISA); it reads 16-byte aligned addresses,
+    16 bytes at a time, so a misaligned view or chunk runs without it."""
+    assert [name for name in DEFAULT_ARCHS if l2_prefetch_ok(arch(name))] == ["sm_90a", "sm_100a", "sm_120"]
+    assert not l2_prefetch_ok(INTERPRETER)
+    hopper = arch("sm_90a")
+    x = torch.zeros(4, 64, dtype=torch.bfloat16)
+    assert l2_prefetch_ok(hopper, x, 32)
+    assert not l2_prefetch_ok(hopper, x[:, 1:], 32)                                      # data 2 B off
+    assert not l2_prefetch_ok(hopper, torch.zeros(4, 65, dtype=torch.bfloat16)[:, :64], 32)  # rows 130 B apart
+    assert not l2_prefetch_ok(hopper, x, 4)                                              # 8-byte chunks
+    assert not l2_prefetch_ok(arch("gfx942"), x, 32)
+
+
+@pytest.mark.skipif(DEVICE != "cuda" or not l2_prefetch_ok(current_arch()),
+                    reason="the L2 prefetch is NVIDIA sm_90+'s")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("programs", [1, 3, 50])
+def test_softmax_l2_prefetch_keeps_every_bit(monkeypatch, dtype, programs):
+    """With and without the prefetch, alike on rows with a tail and of whole chunks (the last
+    rows' prefetches stop at the tensor's end), and the wrapper asks for it only on aligned rows."""
+    g = torch.Generator().manual_seed(4)
+    x = (torch.randn(ROWS, 4 * CHUNK, generator=g) * 3).to(device=DEVICE, dtype=dtype)   # rows 16-byte aligned
+    views = {"tail": (x[:, :COLS], True), "whole chunks": (x[:, :3 * CHUNK].contiguous(), True),
+             "misaligned": (x[:, 1:COLS + 1], False)}
+    for label, (view, prefetched) in views.items():
+        runs = {}
+        for value in (None, False):
+            forced = _Forced(SM.softmax_online_kernel, "PREFETCH", value)
+            monkeypatch.setattr(SM, "softmax_online_kernel", forced)
+            runs[value] = _run("softmax", {"x": view}, programs)["y"]
+            monkeypatch.undo()
+            assert forced.asked == [prefetched], label
+        _check_against_oracle("softmax", {"x": view}, {"y": runs[None]})
+        assert torch.equal(runs[None], runs[False]), label
 
 
 def _special_rows() -> torch.Tensor:
