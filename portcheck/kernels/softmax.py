@@ -12,7 +12,7 @@ from ..cases import Case, Cost, Variant, register
 from ..facts.numerics import DIV_ULP, EXP2_ULP, EXP_ULP
 from ..oracles.softmax import softmax as softmax_ref
 from ..tolerance import Tolerance, fmt, near_zero
-from ..facts.device import current_arch, warp_size
+from ..facts.device import local_arch, warp_size
 from ._launch import check_2d, check_programs, persistent_programs
 from ._prefetch import evict_last_policy, l2_prefetch_ok, lead_thread, prefetch_l2
 from ._rows import bench_spec, check_chunk, family_config, row_inputs, row_variants
@@ -159,8 +159,10 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool
                                   ROWS=cfg["ROWS"], BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
     else:
         grid = (persistent_programs(n_rows, x.device, PROGRAMS_PER_SM, programs),)
+        # the prefetch is the running device's feature, not a launch configuration: under
+        # --as-arch, the local device's (local_arch), whatever arch the configuration is for
         softmax_online_kernel[grid](x, out, n_rows, n_cols, x.stride(0), out.stride(0),
-                                    BLOCK=cfg["BLOCK"], PREFETCH=l2_prefetch_ok(current_arch(), x, cfg["BLOCK"]),
+                                    BLOCK=cfg["BLOCK"], PREFETCH=l2_prefetch_ok(local_arch(), x, cfg["BLOCK"]),
                                     num_warps=cfg["num_warps"])
     return out
 

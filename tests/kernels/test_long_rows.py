@@ -2,6 +2,8 @@
 every row with the same bits, within the cases' tolerances; softmax keeps IEEE semantics for
 inf and NaN on any lane, and its L2 prefetch (where the arch has one) changes no bit; the
 launchers refuse a bad program count before launch."""
+import contextlib
+
 import pytest
 import torch
 
@@ -15,7 +17,7 @@ from portcheck.kernels import rmsnorm as RMS
 from portcheck.kernels import softmax as SM
 from portcheck.kernels._prefetch import l2_prefetch_ok
 from portcheck.facts.archs import DEFAULT_ARCHS, INTERPRETER, arch
-from portcheck.facts.device import current_arch
+from portcheck.facts.device import forced_arch, local_arch
 from portcheck.cases import float64_args
 from portcheck.runner import poisoned
 
@@ -133,23 +135,25 @@ def test_the_l2_prefetch_is_asked_for_only_where_the_arch_has_it():
     assert not l2_prefetch_ok(arch("gfx942"), x, 32)
 
 
-@pytest.mark.skipif(DEVICE != "cuda" or not l2_prefetch_ok(current_arch()),
+@pytest.mark.skipif(DEVICE != "cuda" or not l2_prefetch_ok(local_arch()),
                     reason="the L2 prefetch is NVIDIA sm_90+'s")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("programs", [1, 3, 50])
 def test_softmax_l2_prefetch_keeps_every_bit(monkeypatch, dtype, programs):
     """With and without the prefetch, alike on rows with a tail and of whole chunks (the last
-    rows' prefetches stop at the tensor's end), and the wrapper asks for it only on aligned rows."""
+    rows' prefetches stop at the tensor's end), and the wrapper asks for it only on aligned rows,
+    also under another arch's configuration (--as-arch: the prefetch is the local device's)."""
     g = torch.Generator().manual_seed(4)
     x = (torch.randn(ROWS, 4 * CHUNK, generator=g) * 3).to(device=DEVICE, dtype=dtype)   # rows 16-byte aligned
     views = {"tail": (x[:, :COLS], True), "whole chunks": (x[:, :3 * CHUNK].contiguous(), True),
-             "misaligned": (x[:, 1:COLS + 1], False)}
+             "misaligned": (x[:, 1:COLS + 1], False), "as sm_80": (x[:, :COLS], True)}
     for label, (view, prefetched) in views.items():
         runs = {}
         for value in (None, False):
             forced = _Forced(SM.softmax_online_kernel, "PREFETCH", value)
             monkeypatch.setattr(SM, "softmax_online_kernel", forced)
-            runs[value] = _run("softmax", {"x": view}, programs)["y"]
+            with forced_arch(arch("sm_80")) if label == "as sm_80" else contextlib.nullcontext():
+                runs[value] = _run("softmax", {"x": view}, programs)["y"]
             monkeypatch.undo()
             assert forced.asked == [prefetched], label
         _check_against_oracle("softmax", {"x": view}, {"y": runs[None]})
