@@ -81,7 +81,7 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
     LANES: tl.constexpr = BLOCK // GROUP
     LOG2E: tl.constexpr = 1.4426950408889634
     cols = tl.arange(0, BLOCK)
-    if PREFETCH:   # (their argument is any tensor: an int 1 would be a constant, which asm cannot take)
+    if PREFETCH:   # asm takes tensors, not constants: tl.program_id, never n_cols (1 arrives as a constant)
         lead = lead_thread(tl.program_id(0))
         policy = evict_last_policy(tl.program_id(0))
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
