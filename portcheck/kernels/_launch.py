@@ -180,13 +180,26 @@ def descriptors_supported(arch=None) -> bool:
     return arch.is_interpreter or (arch.backend == "cuda" and arch.triton_arch >= 90)
 
 
+# the copy engine (TMA descriptors, bulk copies and prefetches) reads 16-byte aligned addresses
+COPY_ALIGN = 16
+
+
+def alignment_obstacle(t) -> str | None:
+    """Why the copy engine cannot read t's rows: its data or a stride other than the last is not
+    a multiple of COPY_ALIGN bytes; None when it can."""
+    if t.data_ptr() % COPY_ALIGN:
+        return "a tensor's data is not 16-byte aligned"
+    if any((st * t.element_size()) % COPY_ALIGN for st in t.stride()[:-1]):
+        return f"strides {t.stride()} are not all multiples of 16 bytes"
+    return None
+
+
 def descriptor_obstacle(*tensors) -> str | None:
     """Why these tensors cannot be read through TMA descriptors, or None."""
     for t in tensors:
-        if t.data_ptr() % 16:
-            return "a tensor's data is not 16-byte aligned"
-        if any((st * t.element_size()) % 16 for st in t.stride()[:-1]):
-            return f"strides {t.stride()} are not all multiples of 16 bytes"
+        why = alignment_obstacle(t)
+        if why:
+            return why
         if max(t.shape) >= 2**31:
             return "a dimension exceeds 2^31"
     return None

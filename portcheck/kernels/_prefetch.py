@@ -10,8 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-# the instruction reads 16-byte aligned addresses, a multiple of 16 bytes at a time (PTX ISA)
-ALIGN = 16
+from ._launch import COPY_ALIGN, alignment_obstacle, descriptors_supported
 
 
 @triton.jit
@@ -34,7 +33,7 @@ def evict_last_policy(dummy):
 def prefetch_l2(ptr, n, ok, policy):
     """Bring the n elements at ptr into L2 under `policy`, where ok (give ok only to lead_thread:
     each thread that passes ok issues the whole request). ptr and n * element size must be
-    multiples of ALIGN bytes."""
+    multiples of COPY_ALIGN bytes."""
     nbytes = n * (ptr.dtype.element_ty.primitive_bitwidth // 8)
     tl.inline_asm_elementwise(
         "{ .reg .pred p; setp.ne.u32 p, $2, 0; "
@@ -43,14 +42,13 @@ def prefetch_l2(ptr, n, ok, policy):
         dtype=tl.int32, is_pure=False, pack=1)
 
 
-def l2_prefetch_ok(arch, x=None, block: int = ALIGN) -> bool:
+def l2_prefetch_ok(arch, x=None, block: int = COPY_ALIGN) -> bool:
     """Whether a kernel may prefetch x's rows (or, with no x, any aligned tensor's) a `block` of
-    elements at a time on `arch`: NVIDIA sm_90 and later, not the interpreter, x's data and row
-    stride and the block's bytes all multiples of ALIGN (a chunk starts a whole number of blocks
-    into a row)."""
-    if arch.is_interpreter or arch.backend != "cuda" or arch.triton_arch < 90:
+    elements at a time on `arch`: where the copy engine is (NVIDIA sm_90+, descriptors_supported)
+    and asm runs (not the interpreter), with x's data and row stride and the block's bytes all
+    multiples of COPY_ALIGN (a chunk starts a whole number of blocks into a row)."""
+    if arch.is_interpreter or not descriptors_supported(arch):
         return False
     if x is None:
         return True
-    size = x.element_size()
-    return x.data_ptr() % ALIGN == 0 and (x.stride(0) * size) % ALIGN == 0 and (block * size) % ALIGN == 0
+    return alignment_obstacle(x) is None and (block * x.element_size()) % COPY_ALIGN == 0
