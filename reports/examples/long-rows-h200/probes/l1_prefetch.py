@@ -12,6 +12,11 @@ register load that follows hits L1.
   comes after its L2 prefetch has had a chunk's time.
 - LayerNorm gets main's L2 prefetch of softmax (the chunk after the one in flight, the next row's
   first two) with the L1 prefetch beside it.
+- LayerNorm WB (main's kernel otherwise): pass 2's weight and bias, L2 hits that every chunk
+  waits on (the seventh session's `bounds`: 0.87 of copy without them), staged in L1 a chunk
+  ahead: WB = 1 during pass 2, WB = 2 also pass 2's first chunk during pass 1's last (72 and 96
+  bytes spilled, sm_90a), WB = 3 as 2 with pass 2's prefetch after the chunk's store, where its
+  registers are free.
 
 Copies of main's own kernel source (patched.py's `patched`), timed in the same rounds as main's.
 
@@ -72,6 +77,22 @@ LN_P2 = (LN_L2, LN_L2 + """
                 if L1P >= 2:
                     prefetch_l1(x_row + start + 2 * BLOCK, BLOCK, start + 3 * BLOCK <= n_cols)""")
 
+LN_WB_SIG = ("EVEN: tl.constexpr):", "EVEN: tl.constexpr, WB: tl.constexpr = 0):")
+LN_WB_P1 = (LN_L1, LN_L1 + """
+                if WB >= 2:
+                    prefetch_l1(w_ptr, BLOCK, start + BLOCK >= n_cols)
+                    prefetch_l1(b_ptr, BLOCK, start + BLOCK >= n_cols)""")
+LN_WB_P2 = (LN_L2, LN_L2 + """
+                if WB == 1 or WB == 2:
+                    prefetch_l1(w_ptr + start + BLOCK, BLOCK, start + 2 * BLOCK <= n_cols)
+                    prefetch_l1(b_ptr + start + BLOCK, BLOCK, start + 2 * BLOCK <= n_cols)""")
+
+LN_STORE = 'tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=ok, eviction_policy="evict_first")'
+LN_WB_END = (LN_STORE, LN_STORE + """
+            if WB == 3:
+                prefetch_l1(w_ptr + start + BLOCK, BLOCK, start + 2 * BLOCK <= n_cols)
+                prefetch_l1(b_ptr + start + BLOCK, BLOCK, start + 2 * BLOCK <= n_cols)""")
+
 
 def main(path: str) -> None:
     import torch
@@ -83,6 +104,7 @@ def main(path: str) -> None:
     ln_cfg = layernorm.config(n_cols, 32, True, None, 2)
     sm_k = patched(softmax, "softmax_online_kernel", [SM_SIG, SM_P1, SM_P2], HEADER)
     ln_k = patched(layernorm, "layernorm_looped_kernel", [LN_SIG, LN_START, LN_P1, LN_P2], HEADER)
+    wb_k = patched(layernorm, "layernorm_looped_kernel", [LN_WB_SIG, LN_WB_P1, LN_WB_P2, LN_WB_END], HEADER)
     sm_ref = softmax.softmax(x, long_rows=True).float()
     ln_ref = layernorm.layer_norm(x, w, b, 1e-5)[0].float()
     rows = []
@@ -104,6 +126,8 @@ def main(path: str) -> None:
         t("layernorm main", ln(layernorm.layernorm_looped_kernel), ln_ref)
         for l1p in (0, 1, 2):
             t(f"layernorm L2 prefetch L1P={l1p}", ln(ln_k, L1P=l1p), ln_ref)
+        for wb in (1, 2, 3):
+            t(f"layernorm WB={wb}", ln(wb_k, WB=wb), ln_ref)
     json.dump({"copy_gbs": copy, "rows": rows, "torch": torch.__version__, "triton": triton.__version__},
               open(path, "w"), indent=1)
 
