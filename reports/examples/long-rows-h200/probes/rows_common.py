@@ -58,6 +58,32 @@ def sm90a_resources(fn, signature: dict, constexprs: dict, num_warps: int = 32) 
     return nvidia_resources(out.asm["cubin"])
 
 
+def launchers(r):
+    """Zero-argument launches of a looped kernel (main's or a probe's copy, with extra constexprs)
+    on bench_rows() `r`, as the bench launches main's: one program an SM, main's chunk and warps,
+    the rows of whole chunks (EVEN), weight and bias, softmax's L2 prefetch on."""
+    from types import SimpleNamespace
+    from portcheck.kernels import layernorm, rmsnorm, softmax
+    cfg = {m: m.config(r.n_cols, 32, True, None, 2) for m in (softmax, layernorm, rmsnorm)}
+    rows = (r.n_rows, r.n_cols, r.n_cols, r.n_cols)   # n_rows, n_cols and both strides
+
+    def sm(kern, **extra):
+        c = cfg[softmax]
+        return lambda: kern[(r.sms,)](r.x, r.y, *rows, BLOCK=c["BLOCK"], PREFETCH=True,
+                                      num_warps=c["num_warps"], **extra)
+
+    def ln(kern, **extra):
+        c = cfg[layernorm]
+        return lambda: kern[(r.sms,)](r.x, r.w, r.b, r.y, r.mean, r.rstd, *rows, 1e-5, HAS_W=True, HAS_B=True,
+                                      EVEN=True, BLOCK=c["BLOCK"], num_warps=c["num_warps"], **extra)
+
+    def rms(kern, **extra):
+        c = cfg[rmsnorm]
+        return lambda: kern[(r.sms,)](r.x, r.w, r.y, r.rstd, *rows, 1e-6, HAS_W=True, BLOCK=c["BLOCK"],
+                                      num_warps=c["num_warps"], **extra)
+    return SimpleNamespace(softmax=sm, layernorm=ln, rmsnorm=rms)
+
+
 def bench_rows():
     """The long-row bench's inputs on the GPU, seeded: bf16 x [4096, 131072], a weight and a bias,
     y like x, per-row fp32 mean and rstd; with the SM count and this process's copy bandwidth."""

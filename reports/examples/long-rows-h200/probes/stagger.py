@@ -18,7 +18,7 @@ import triton
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.py, patched.py
 from patched import patched  # noqa: E402
-from rows_common import bench_rows, row_timer  # noqa: E402
+from rows_common import bench_rows, launchers, row_timer  # noqa: E402
 
 HEADER = """from portcheck.kernels._prefetch import evict_last_policy, lead_thread, prefetch_l2
 from portcheck.kernels._rows import all_or_none
@@ -51,25 +51,15 @@ def main(path: str) -> None:
     import torch
     from portcheck.kernels import layernorm, softmax
     r = bench_rows()
-    x, w, b, y, mean, rstd = r.x, r.w, r.b, r.y, r.mean, r.rstd
-    n_rows, n_cols, sms, copy = r.n_rows, r.n_cols, r.sms, r.copy
-    sm_cfg = softmax.config(n_cols, 32, True, None, 2)
-    ln_cfg = layernorm.config(n_cols, 32, True, None, 2)
+    x, w, b, y = r.x, r.w, r.b, r.y
+    launch = launchers(r)
+    sm, ln = launch.softmax, launch.layernorm
     sm_k = patched(softmax, "softmax_online_kernel", [SM_SIG, START], HEADER)
     ln_k = patched(layernorm, "layernorm_looped_kernel", [LN_SIG, START], HEADER)
     sm_ref = softmax.softmax(x, long_rows=True).float()
     ln_ref = layernorm.layer_norm(x, w, b, 1e-5)[0].float()
     rows = []
-    t = row_timer(x, y, copy, rows)
-
-    def sm(kern, **extra):
-        return lambda: kern[(sms,)](x, y, n_rows, n_cols, n_cols, n_cols, BLOCK=sm_cfg["BLOCK"], PREFETCH=True,
-                                    num_warps=sm_cfg["num_warps"], **extra)
-
-    def ln(kern, **extra):
-        return lambda: kern[(sms,)](x, w, b, y, mean, rstd, n_rows, n_cols, n_cols, n_cols, 1e-5, HAS_W=True,
-                                    HAS_B=True, EVEN=True, BLOCK=ln_cfg["BLOCK"], num_warps=ln_cfg["num_warps"],
-                                    **extra)
+    t = row_timer(x, y, r.copy, rows)
     for _ in range(2):
         t("softmax main", sm(softmax.softmax_online_kernel), sm_ref)
         for phases, step in SETTINGS:
@@ -77,7 +67,7 @@ def main(path: str) -> None:
         t("layernorm main", ln(layernorm.layernorm_looped_kernel), ln_ref)
         for phases, step in SETTINGS:
             t(f"layernorm PHASES={phases} STEP={step}", ln(ln_k, PHASES=phases, STEP=step), ln_ref)
-    json.dump({"copy_gbs": copy, "rows": rows, "torch": torch.__version__, "triton": triton.__version__},
+    json.dump({"copy_gbs": r.copy, "rows": rows, "torch": torch.__version__, "triton": triton.__version__},
               open(path, "w"), indent=1)
 
 

@@ -11,7 +11,7 @@ import triton
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # rows_common.py, patched.py, stagger.py
 from patched import patched  # noqa: E402
-from rows_common import bench_rows, row_timer  # noqa: E402
+from rows_common import bench_rows, launchers, row_timer  # noqa: E402
 from stagger import HEADER, LN_SIG, START  # noqa: E402
 
 RMS_SIG = ("HAS_W: tl.constexpr, BLOCK: tl.constexpr):",
@@ -23,25 +23,15 @@ def main(path: str) -> None:
     import torch
     from portcheck.kernels import layernorm, rmsnorm
     r = bench_rows()
-    x, w, b, y, mean, rstd = r.x, r.w, r.b, r.y, r.mean, r.rstd
-    n_rows, n_cols, sms, copy = r.n_rows, r.n_cols, r.sms, r.copy
-    ln_cfg = layernorm.config(n_cols, 32, True, None, 2)
-    rms_cfg = rmsnorm.config(n_cols, 32, True, None, 2)
+    x, w, b, y = r.x, r.w, r.b, r.y
+    launch = launchers(r)
+    ln, rms = launch.layernorm, launch.rmsnorm
     ln_k = patched(layernorm, "layernorm_looped_kernel", [LN_SIG, START], HEADER)
     rms_k = patched(rmsnorm, "rmsnorm_looped_kernel", [RMS_SIG, START], HEADER)
     ln_ref = layernorm.layer_norm(x, w, b, 1e-5)[0].float()
     rms_ref = rmsnorm.rms_norm(x, w, 1e-6)[0].float()
     rows = []
-    t = row_timer(x, y, copy, rows)
-
-    def ln(kern, **extra):
-        return lambda: kern[(sms,)](x, w, b, y, mean, rstd, n_rows, n_cols, n_cols, n_cols, 1e-5, HAS_W=True,
-                                    HAS_B=True, EVEN=True, BLOCK=ln_cfg["BLOCK"], num_warps=ln_cfg["num_warps"],
-                                    **extra)
-
-    def rms(kern, **extra):
-        return lambda: kern[(sms,)](x, w, y, rstd, n_rows, n_cols, n_cols, n_cols, 1e-6, HAS_W=True,
-                                    BLOCK=rms_cfg["BLOCK"], num_warps=rms_cfg["num_warps"], **extra)
+    t = row_timer(x, y, r.copy, rows)
     for _ in range(4):
         t("layernorm main", ln(layernorm.layernorm_looped_kernel), ln_ref)
         for phases, step in SETTINGS:
@@ -49,7 +39,7 @@ def main(path: str) -> None:
         t("rmsnorm main", rms(rmsnorm.rmsnorm_looped_kernel), rms_ref)
         for phases, step in SETTINGS[:3]:
             t(f"rmsnorm PHASES={phases} STEP={step}", rms(rms_k, PHASES=phases, STEP=step), rms_ref)
-    json.dump({"copy_gbs": copy, "rows": rows, "torch": torch.__version__, "triton": triton.__version__},
+    json.dump({"copy_gbs": r.copy, "rows": rows, "torch": torch.__version__, "triton": triton.__version__},
               open(path, "w"), indent=1)
 
 
