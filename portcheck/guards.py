@@ -20,6 +20,10 @@ import torch
 
 ALIGN = 256                # bytes: the data pointer's address modulo ALIGN is preserved
 MIN_GUARD_BYTES = 4096     # at least this much guard before and after each allocation
+# inputs spanning more than this stay where they are, unguarded: a re-home takes a guard of a row
+# stride each side, a copy of the allocation and a byte map of it, several times the span (the
+# runner's far rows, 2**31 elements apart, would take tens of GB)
+REHOME_LIMIT_BYTES = 2**31
 OUTPUT_GUARD_BYTE = 0xA5   # outside outputs: a sentinel that no kernel writes by accident
 
 _BITS_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -116,6 +120,12 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
     first = t.storage_offset() * width
     reach = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
     return first, first + (reach + 1) * width
+
+
+def span_elements(t: torch.Tensor) -> int:
+    """How many elements of its storage t's view spans, from its first to its last."""
+    first, end = _span(t)
+    return (end - first) // t.element_size()
 
 
 def _byte_ranges(changed: torch.Tensor) -> tuple[int, int, int]:
@@ -243,7 +253,8 @@ def rehome_inputs(args: dict, in_place=(), fill: dict = INPUT_POISON,
                   poisoned: str | None = None) -> tuple[dict, list[GuardedInputs]]:
     """A copy of args whose tensors live inside guarded allocations (other values pass through),
     and the groups to check after the launch. `fill` is the guard/gap content; `poisoned` (a name in
-    one group) gives that group INPUT_POISON instead, for the confirming re-runs."""
+    one group) gives that group INPUT_POISON instead, for the confirming re-runs. A group whose
+    storage span passes REHOME_LIMIT_BYTES is left in place, with no group to check."""
     by_storage: dict[tuple, list[tuple[str, torch.Tensor]]] = {}
     for name, value in args.items():
         if _guardable(value):
@@ -253,6 +264,9 @@ def rehome_inputs(args: dict, in_place=(), fill: dict = INPUT_POISON,
     with torch.no_grad():
         for tensors in by_storage.values():
             names = [n for n, _ in tensors]
+            spans = [_span(t) for _, t in tensors]
+            if max(e for _, e in spans) - min(s for s, _ in spans) > REHOME_LIMIT_BYTES:
+                continue
             group_fill = INPUT_POISON if poisoned in names else fill
             moved, group = _rehome_group(tensors, group_fill, any(n in in_place for n in names))
             out.update(moved)

@@ -18,9 +18,11 @@ import torch
 
 from . import as_arch as forcing
 from . import guards, precompile
+from . import strategies as S
 from .cases import Case, cases_flag, float64_args
 from .compare import Comparison, compare, compare_launches, flat_to_index
 from .diagnose import diagnose
+from .dtypes import fmt
 from .errors import UsageError
 from .facts import device as facts_device
 from .overrides import Override
@@ -179,10 +181,84 @@ def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
 def _inputs(case: Case, device: str, spec: dict, checks: Checks) -> tuple[dict, list]:
     """The example's arguments (inside guarded allocations unless guards are off) and the
     input guard bands to check after each launch."""
-    args = case.make(spec, device)
+    # far rows stay where they are (guards.REHOME_LIMIT_BYTES): what they look for, an offset
+    # that wraps in int32, shows in the outputs
+    args = _far_args(case, spec, device) if spec.get("layout") == "far" else case.make(spec, device)
     if not checks.guards:
         return args, []
     return guards.rehome_inputs(args, case.in_place)
+
+
+# ---- far rows: offsets past 2**31 elements (GPU targets) ------------------------------------
+ROW_KEYS = ("rows", "tokens")   # the spec keys that name the row count of a laid-out tensor
+FAR_HEADROOM = 2                # free device memory needed: this many times the far tensor's bytes
+
+
+FAR_HINT = "rows 2**31 elements apart (layout 'far': an offset computed in int32 wraps there): "
+
+
+def far_rows_runs_on(target_name: str) -> bool:
+    """GPUs only: the far tensor takes gigabytes, which the interpreter would read from host memory."""
+    return TARGETS[target_name].is_gpu
+
+
+def far_rows_base(spec: dict) -> bool:
+    """Whether an input can be re-laid out far: it drew its layout from strategies.layouts() (so
+    its case places the tensor with strategies.laid_out) and names its row count."""
+    return spec.get("layout") in S.LAYOUTS and any(k in spec for k in ROW_KEYS)
+
+
+def far_rows_rank(spec: dict) -> int:
+    """Which passing input the far example re-lays out: the largest (a one-column softmax is 1 in
+    every row, a wrong row alike), by the product of the spec's sizes (its positive integers but
+    seeds)."""
+    return math.prod(v for k, v in spec.items()
+                     if isinstance(v, int) and not isinstance(v, bool) and v > 0 and "seed" not in k)
+
+
+def far_rows_example(spec: dict) -> dict:
+    """spec with its rows strategies.far_stride() apart, 3 of them at least, the last past 2**31
+    elements, and normal values (NaN makes every row of a softmax NaN, equal values every row of
+    it alike, and a wrong row with them): a kernel that computes row * stride in int32 reads the
+    wrong row there (or faults)."""
+    key = next(k for k in ROW_KEYS if k in spec)
+    return {**spec, key: max(3, spec[key]), "layout": "far", **({"regime": "normal"} if "regime" in spec else {})}
+
+
+def far_rows_twin(far: dict) -> dict:
+    """The far example with its rows contiguous: it runs first, so that a failure of the far
+    example is one that only rows 2**31 elements apart show (and a failure of the twin is an
+    ordinary one, reported as such)."""
+    return {**far, "layout": "contiguous"}
+
+
+class FarRowsUnsupported(Exception):
+    """The case's make() does not lay its rows out far: the far example is not its to run."""
+
+
+def _far_args(case: Case, spec: dict, device: str) -> dict:
+    """make()'s arguments for a far spec, provided a tensor among them reaches past 2**31
+    elements: a case with a layout of its own may take "far" for another layout, or refuse it."""
+    try:
+        args = case.make(spec, device)
+    except torch.OutOfMemoryError:
+        raise
+    except Exception as exc:   # noqa: BLE001  whatever the case's own layout code says
+        raise FarRowsUnsupported(f"make() refused layout 'far': {type(exc).__name__}: {exc}") from None
+    if not any(isinstance(t, torch.Tensor) and t.numel() and guards.span_elements(t) > S.FAR_ELEMENTS
+               for t in args.values()):
+        raise FarRowsUnsupported("make() laid out no tensor past 2**31 elements for layout 'far'")
+    return args
+
+
+def far_rows_obstacle(target_name: str, spec: dict) -> str | None:
+    """Why the far example cannot run on this GPU now: its tensor needs gigabytes."""
+    need = S.FAR_ELEMENTS * fmt(spec["dtype"]).torch_dtype.itemsize
+    free, _ = torch.cuda.mem_get_info(TARGETS[target_name].device)
+    if free < FAR_HEADROOM * need:
+        return f"{need / 2**30:.0f} GiB of rows spread past 2**31 elements need {FAR_HEADROOM}x that free, " \
+               f"{free / 2**30:.0f} GiB is"
+    return None
 
 
 def _precompile(case: Case, target_name: str, strategy, settings: hypothesis.settings, seed: int | None,
@@ -278,6 +354,8 @@ class _Search:
     fault: BaseException | None = None   # the last exception an example raised (hypothesis shrinks errors too)
     faulting: dict | None = None          # ... and its input
     first_run: dict | None = None     # the first example that ran (--as-arch: every config on it)
+    far_base: dict | None = None      # the passing row-layout input to re-lay out (far_rows_rank)
+    far_note: str = ""                # why the far example did not run
     configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
     not_here: list = field(default_factory=list)    # --as-arch: why examples could not run locally
 
@@ -423,6 +501,29 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             search.failing_metrics = _fold_metrics({}, comps)
             search.unexplained_nan = any(unexplained_nan(c) for c in bad)
             raise CaseFailed(search.message)
+        if far_rows_base(example) and (search.far_base is None
+                                       or far_rows_rank(example) > far_rows_rank(search.far_base)):
+            search.far_base = example
+
+    def far_rows():
+        """One more input, a passing row-layout one with its rows past 2**31 elements (GPUs),
+        after its twin with contiguous rows."""
+        far = far_rows_example(search.far_base)
+        search.far_note = far_rows_obstacle(target_name, far) or ""
+        if search.far_note:
+            return
+        prop(far_rows_twin(far))
+        try:
+            prop(far)
+        except FarRowsUnsupported as exc:
+            search.examples -= 1
+            search.fault = search.faulting = None
+            search.far_note = str(exc)
+        except torch.OutOfMemoryError as exc:   # other workers on the GPU took the room since
+            search.fault = search.faulting = None
+            search.far_note = f"out of device memory ({str(exc).splitlines()[0][:120]})"
+        finally:
+            torch.cuda.empty_cache()
 
     def report_failure():
         """The failing example's message (an unexplained NaN explained) and its likely causes."""
@@ -459,6 +560,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                     for index in range(len(case.configs(forced, dtype))):
                         if index not in search.configs_run:
                             prop({**search.first_run, forcing.CONFIG_KEY: index})
+                if far_rows_runs_on(target_name) and not forced and search.far_base is not None:
+                    far_rows()
     except ShrinkStopped:   # the smallest failing input so far is the one reported
         search.end_search()
         stopped = f"shrinking stopped at the time limit after {search.examples} examples"
@@ -479,6 +582,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         # --as-arch: no input could run on the local device (hypothesis gave up, or the replay)
         result.verdict, result.message = "skip", "; ".join(search.not_here)
     result.examples = search.examples
+    if result.verdict == "pass" and search.far_note:
+        result.message = f"far rows not checked: {search.far_note}"
     if search.shrink_ended is not None and clock.target_name is not None:
         # everything after the failure was shrinking, hypothesis's own time between examples too:
         # the wall time that the shrink budget is spent against, not only the timed launches
@@ -490,6 +595,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         else search.metrics
     result.tolerance = search.tolerance
     result.failing_input = search.failing if result.verdict in ("fail", "error") else None
+    if (result.failing_input or {}).get("layout") == "far":
+        result.message = FAR_HINT + result.message
     if override is not None and override.action == "xfail":
         if result.verdict in ("fail", "error"):
             result.verdict = "xfail"

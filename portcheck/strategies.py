@@ -118,7 +118,7 @@ def regimes(allowed=REGIMES[:-1]) -> st.SearchStrategy[str]:
 
 def layouts() -> st.SearchStrategy[str]:
     """contiguous rows, or rows padded so that the row stride differs from the row length."""
-    return st.sampled_from(("contiguous", "padded"))
+    return st.sampled_from(LAYOUTS)
 
 
 def generator(seed: int) -> torch.Generator:
@@ -197,15 +197,49 @@ def values(shape, dtype: str, regime: str, gen: torch.Generator, scale: float = 
     return base.to(f.torch_dtype)
 
 
-def laid_out(t: torch.Tensor, layout: str, device: str) -> torch.Tensor:
-    """Place a 2-D tensor on the device with the requested row layout."""
+# Row layouts a spec may draw (layouts()). "far" is not drawn: the runner adds one example in it
+# on GPUs (runner.far_rows_example), since it takes gigabytes.
+LAYOUTS = ("contiguous", "padded")
+PAD = 17                 # elements after each padded row: an odd count, so row strides are unaligned
+# "far": the last row starts this many elements into the storage, so that an offset computed in
+# int32 (row * stride, a 32-bit program id times a 32-bit stride) wraps there
+FAR_ELEMENTS = 2**31
+FAR_ALIGN = 16           # far row strides are whole multiples of 16 elements (aligned rows)
+
+
+def far_stride(rows: int, cols: int) -> int:
+    """The row stride of the "far" layout: the last of `rows` rows starts at FAR_ELEMENTS or
+    beyond, and the stride itself stays an int32 (below 2**31), so a kernel receives it as a
+    32-bit integer and only the product row * stride passes 2**31. Needs 3 rows or more."""
+    if rows < 3:
+        raise ValueError(f"the far layout needs 3 rows or more (got {rows}): with 2, a stride "
+                         f"reaching {FAR_ELEMENTS} would itself be a 64-bit argument")
+    stride = -(-FAR_ELEMENTS // (rows - 1))
+    stride = max(-(-stride // FAR_ALIGN) * FAR_ALIGN, -(-(cols + PAD) // FAR_ALIGN) * FAR_ALIGN)
+    assert stride < 2**31 and (rows - 1) * stride >= FAR_ELEMENTS
+    return stride
+
+
+def laid_out(t: torch.Tensor, layout: str, device: str, fill=None) -> torch.Tensor:
+    """Place a 2-D tensor on the device with the requested row layout: contiguous; padded (the
+    row stride PAD elements longer than a row); far (rows far_stride() apart, the last beyond
+    FAR_ELEMENTS: gigabytes of storage, of which only the rows and PAD elements after each are
+    written). Past each padded or far row lie PAD elements of `fill` (default NaN, or -1 for
+    integers), so a kernel that reads past a row's end shows it."""
     if layout == "contiguous":
         return t.to(device).contiguous()
-    if layout == "padded":
-        rows, cols = t.shape
-        # the padding holds NaN (or -1), so a kernel that reads past a row's end shows it
+    if layout not in ("padded", "far"):
+        raise ValueError(f"unknown layout {layout!r}")
+    rows, cols = t.shape
+    if fill is None:
         fill = float("nan") if t.dtype.is_floating_point else -1
-        buf = torch.full((rows, cols + 17), fill, dtype=t.dtype, device=device)
+    if layout == "padded":
+        buf = torch.full((rows, cols + PAD), fill, dtype=t.dtype, device=device)
         buf[:, :cols] = t.to(device)
         return buf[:, :cols]
-    raise ValueError(f"unknown layout {layout!r}")
+    stride = far_stride(rows, cols)
+    storage = torch.empty((rows - 1) * stride + cols + PAD, dtype=t.dtype, device=device)
+    view = storage.as_strided((rows, cols + PAD), (stride, 1))
+    view[:, cols:] = fill
+    view[:, :cols] = t.to(device)
+    return view[:, :cols]

@@ -349,14 +349,9 @@ def _dequant_make(codes: str):
 
 
 def _laid_out_codes(q: torch.Tensor, layout: str, device: str) -> torch.Tensor:
-    """Codes with the row layout of S.laid_out: padded rows hold the format's NaN / -128 past the end."""
-    if layout == "contiguous":
-        return q.to(device).contiguous()
-    rows, cols = q.shape
+    """Codes in a row layout of S.laid_out: past a padded or far row, the format's NaN / -128."""
     fill = 0x80 if q.dtype in (torch.int8, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz) else 0x7f
-    buf = torch.full((rows, cols + 17), fill, dtype=torch.uint8, device=device)
-    buf[:, :cols] = q.view(torch.uint8).to(device)
-    return buf.view(q.dtype)[:, :cols]
+    return S.laid_out(q.view(torch.uint8), layout, device, fill=fill).view(q.dtype)
 
 
 def _dequant_outputs(args):

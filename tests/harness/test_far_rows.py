@@ -1,0 +1,241 @@
+"""Far rows: after a passing search on a GPU, one more input with its rows 2**31 elements apart, so
+that a kernel computing row * stride in int32 (a 32-bit program id times a 32-bit stride) reads
+the wrong row or faults. The layout's arithmetic and the runner's control flow are checked here on
+the CPU (with the boundary lowered: the real one takes gigabytes); the catch itself, on a GPU, by
+a planted kernel run through `portcheck run` (its fault may end the process's GPU context).
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import dataclasses
+
+import hypothesis
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from portcheck import cases, runner
+from portcheck import strategies as S
+from portcheck.kernels.quant.case import _laid_out_codes
+from portcheck.targets.runtime import INTERPRETER_ARCH
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+SEARCH = hypothesis.settings(max_examples=6, derandomize=True, deadline=None, database=None,
+                             phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+                             suppress_health_check=list(hypothesis.HealthCheck))
+
+
+@pytest.mark.parametrize("rows,cols", [(3, 1), (3, 4096), (4, 100), (64, 7), (1000, 50000)])
+def test_the_last_far_row_starts_past_2_31_with_an_int32_stride(rows, cols):
+    stride = S.far_stride(rows, cols)
+    assert (rows - 1) * stride >= 2**31 > stride          # the product wraps, the stride does not
+    assert stride % S.FAR_ALIGN == 0 and stride >= cols + S.PAD
+    assert (rows - 2) * stride < 2**31 or rows > 3        # with 3 rows only the last is past it
+
+
+def test_far_rows_need_three_rows():
+    with pytest.raises(ValueError, match="3 rows"):
+        S.far_stride(2, 10)
+
+
+@pytest.fixture
+def low_boundary(monkeypatch):
+    """The far layout with its boundary at 4096 elements: the same code, kilobytes of storage."""
+    monkeypatch.setattr(S, "FAR_ELEMENTS", 4096)
+
+
+def test_far_rows_hold_the_values_and_poison_past_each_row(low_boundary):
+    t = torch.randn(5, 10)
+    far = S.laid_out(t, "far", "cpu")
+    assert torch.equal(far, t) and far.stride() == (S.far_stride(5, 10), 1)
+    assert (far.shape[0] - 1) * far.stride(0) >= 4096
+    after = far.as_strided((5, S.PAD), (far.stride(0), 1), far.storage_offset() + 10)
+    assert after.isnan().all()
+
+
+def test_quant_codes_take_the_far_layout_with_their_format_nan(low_boundary):
+    codes = torch.randint(0, 256, (4, 7), dtype=torch.uint8)
+    for dtype, fill in ((torch.float8_e4m3fn, 0x7f), (torch.int8, 0x80)):
+        far = _laid_out_codes(codes.view(dtype), "far", "cpu")
+        assert far.dtype == dtype and torch.equal(far.view(torch.uint8), codes)
+        after = far.view(torch.uint8).as_strided((4, S.PAD), (far.stride(0), 1), far.storage_offset() + 7)
+        assert (after == fill).all()
+
+
+def test_a_row_layout_input_gives_the_far_example():
+    spec = {"dtype": "fp32", "rows": 1, "cols": 9, "layout": "padded", "seed": 3}
+    assert runner.far_rows_base(spec)
+    assert runner.far_rows_example(spec) == {**spec, "rows": 3, "layout": "far"}
+    assert runner.far_rows_example({**spec, "rows": 40})["rows"] == 40
+    # the largest passing input, with normal values whatever its own were
+    assert runner.far_rows_rank({**spec, "cols": 99}) > runner.far_rows_rank(spec)
+    assert runner.far_rows_example({**spec, "regime": "equal"})["regime"] == "normal"
+    assert runner.far_rows_twin(runner.far_rows_example(spec)) == {**spec, "rows": 3, "layout": "contiguous"}
+    moe = {"dtype": "bf16", "tokens": 2, "layout": "contiguous", "seed": 0}
+    assert runner.far_rows_example(moe)["tokens"] == 3
+    assert not runner.far_rows_base({"dtype": "fp32", "M": 4, "seed": 0})            # no layout
+    assert not runner.far_rows_base({**spec, "layout": "fused_qkv"})                # a layout of its own
+
+
+@pytest.fixture
+def far_on_the_interpreter(monkeypatch, low_boundary):
+    """The runner's far example on the interpreter, as it runs on a GPU, at the low boundary."""
+    monkeypatch.setattr(runner, "far_rows_runs_on", lambda target: True)
+    monkeypatch.setattr(runner, "far_rows_obstacle", lambda target, spec: None)
+
+
+def _check(case):
+    return runner.check(case, "interpreter", INTERPRETER_ARCH, "fp32", settings=SEARCH, max_elements=2048)
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
+def test_a_passing_search_ends_with_the_far_example(far_on_the_interpreter, monkeypatch):
+    seen = []
+    real = runner.evaluate
+    monkeypatch.setattr(runner, "evaluate", lambda case, target, spec, *a, **k: (seen.append(spec), real(case, target, spec, *a, **k))[1])
+    result = _check(cases.get("softmax"))
+    assert result.verdict == "pass" and result.message == "", result.message
+    assert seen[-1]["layout"] == "far" and seen[-1]["rows"] >= 3
+    assert seen[-2] == runner.far_rows_twin(seen[-1])   # its twin with contiguous rows just before
+    assert [s["layout"] for s in seen[:-1]].count("far") == 0 and result.examples == len(seen)
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
+def test_a_case_with_a_layout_of_its_own_says_far_rows_were_not_checked(far_on_the_interpreter):
+    result = runner.check(cases.get("kv_cache_write"), "interpreter", INTERPRETER_ARCH, "fp16",
+                          settings=SEARCH, max_elements=2048)
+    assert result.verdict == "pass"
+    assert result.message.startswith("far rows not checked: make() laid out no tensor past"), result.message
+
+
+@triton.jit
+def softmax_wrapping_rows_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    ok = cols < n_cols
+    # BUG, as int32 arithmetic has it at 2**31: the row offset wraps, here at the lowered boundary
+    x = tl.load(x_ptr + (row * x_stride) % 4096 + cols, mask=ok, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row.to(tl.int64) * y_stride + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty),
+             mask=ok)
+
+
+def _wrapping_launch(args, outs):
+    x, y = args["x"], outs["y"]
+    softmax_wrapping_rows_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                                BLOCK=triton.next_power_of_2(x.shape[1]))
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
+def test_a_row_offset_that_wraps_fails_on_the_far_rows_only(far_on_the_interpreter):
+    case = dataclasses.replace(cases.get("softmax"), name="softmax_wrapping_rows", launch=_wrapping_launch,
+                               bench=(), variants=None, baselines=None)
+    result = _check(case)
+    assert result.verdict == "fail" and result.message.startswith(runner.FAR_HINT), result.message
+    # the base was a passing input of normal values with more than one column, re-laid out far
+    far = result.failing_input
+    assert far["layout"] == "far" and far["rows"] >= 3 and far["cols"] > 1 and far["regime"] == "normal"
+    assert "--replay" in result.reproduce
+    again = runner.check(case, "interpreter", INTERPRETER_ARCH, "fp32", settings=SEARCH, max_elements=2048,
+                         spec=far)
+    assert again.verdict == "fail" and again.message.startswith(runner.FAR_HINT)
+
+
+def _wrong_from_the_third_row(args, outs):
+    cases.get("softmax").launch(args, outs)
+    if outs["y"].shape[0] >= 3:   # BUG: the third row is lost, in any layout
+        outs["y"][2] = 0
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
+def test_a_failure_of_the_near_twin_is_an_ordinary_failure(far_on_the_interpreter):
+    """The far example's twin with contiguous rows runs first: a kernel wrong on any third row
+    (which the search, drawing at most 2 rows here, never gave it) fails there, with no far hint."""
+    base = cases.get("softmax")
+    case = dataclasses.replace(base, name="softmax_third_row", launch=_wrong_from_the_third_row, bench=(),
+                               variants=None, baselines=None,
+                               inputs=lambda dtype, most: base.inputs(dtype, most).map(
+                                   lambda spec: {**spec, "rows": min(spec["rows"], 2)}))
+    result = _check(case)
+    assert result.verdict == "fail" and not result.message.startswith(runner.FAR_HINT), result.message
+    assert result.failing_input["layout"] == "contiguous" and result.failing_input["rows"] == 3
+
+
+def test_inputs_past_the_rehome_limit_stay_in_place(monkeypatch):
+    """A far input is not copied into guards (a row stride each side, tens of GB at 2**31): not by
+    the check, the diagnosis's re-run or the NaN explanation, which all re-home through guards."""
+    from portcheck import guards
+    monkeypatch.setattr(guards, "REHOME_LIMIT_BYTES", 1024)
+    small, large = torch.randn(4, 8), torch.randn(40, 8)
+    moved, groups = guards.rehome_inputs({"small": small, "large": large, "eps": 1e-5})
+    assert moved["large"] is large and moved["small"] is not small and torch.equal(moved["small"], small)
+    assert [g.names for g in groups] == [["small"]] and moved["eps"] == 1e-5
+
+
+def test_far_rows_are_skipped_with_a_reason_where_memory_is_short(monkeypatch):
+    class Target:
+        is_gpu, device = True, "cuda:0"
+    monkeypatch.setitem(runner.TARGETS, "fake-gpu", Target())
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (3 * 2**30, 80 * 2**30))
+    why = runner.far_rows_obstacle("fake-gpu", {"dtype": "fp32", "rows": 3, "layout": "far"})
+    assert why is not None and "8 GiB" in why and "3 GiB" in why
+
+
+PLANTED = '''
+import dataclasses
+
+import triton
+import triton.language as tl
+
+from portcheck import cases
+
+
+@triton.jit
+def softmax_int32_rows_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    # a looped softmax (one compilation for every row length): max, sum, write
+    row = tl.program_id(0)                 # BUG: int32, so row * x_stride wraps past 2**31
+    x_row = x_ptr + row * x_stride
+    y_row = y_ptr + row.to(tl.int64) * y_stride
+    cols = tl.arange(0, BLOCK)
+    top = tl.full([BLOCK], -float("inf"), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        top = tl.maximum(top, tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32))
+    m = tl.max(top, axis=0)
+    total = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32)
+        total += tl.exp(x - m)
+    s = tl.sum(total, axis=0)
+    for start in range(0, n_cols, BLOCK):
+        ok = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=ok, other=-float("inf")).to(tl.float32)
+        tl.store(y_row + start + cols, (tl.exp(x - m) / s).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def launch(args, outs):
+    x, y = args["x"], outs["y"]
+    softmax_int32_rows_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK=1024)
+
+
+cases.register(dataclasses.replace(cases.get("softmax"), name="softmax_int32_rows", launch=launch,
+                                   bench=(), variants=None, baselines=None))
+'''
+
+
+@pytest.mark.skipif(INTERPRETED or not torch.cuda.is_available(), reason="the far rows run on GPUs")
+def test_a_kernel_with_int32_row_offsets_fails_on_the_far_rows(tmp_path):
+    (tmp_path / "planted_int32.py").write_text(textwrap.dedent(PLANTED))
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "portcheck", "run", "--target", "cuda", "--cases", "planted_int32",
+                           "--kernel", "softmax_int32_rows,softmax", "--dtype", "bf16", "--profile", "ci",
+                           "--no-time", "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    records = {r["case"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    planted, real = records["softmax_int32_rows"], records["softmax"]
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert planted["verdict"] in ("fail", "error") and planted["message"].startswith(runner.FAR_HINT), planted
+    assert planted["failing_input"]["layout"] == "far" and planted["failing_input"]["rows"] >= 3
+    assert real["verdict"] == "pass" and real["message"] == "", real    # int64 rows: the far example passed
