@@ -15,6 +15,7 @@ from ..cases import Variant, launch_divisibility
 from ..dtypes import fmt
 from ._launch import num_warps_for
 from ._prefetch import l2_prefetch_ok
+from ._stagger import stagger_ok
 
 SHORT_BENCH = (32768, 4096)          # (rows, cols) of the short-row benches
 LONG_BENCH = (4096, 131072)          # and of the long-row ones; their variants declare both
@@ -100,6 +101,9 @@ def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths,
                     tiles["EVEN"] = n % cfg["BLOCK"] == 0
                 if "PREFETCH" in cfg["kernel"].arg_names:   # as for the bench's aligned rows
                     tiles["PREFETCH"] = l2_prefetch_ok(arch)
+                if "STAGGER" in cfg["kernel"].arg_names and stagger_ok(arch):   # as its launcher sets it
+                    family = sys.modules[cfg["kernel"].fn.__module__]
+                    tiles.update(STAGGER=True, PHASES=family.STAGGER_PHASES, STEP=family.STAGGER_STEP)
             flavours = [(flags or {}, "")]
             if flags and n in BENCH_LENGTHS:
                 flavours.append(({name: False for name in flags}, bare))

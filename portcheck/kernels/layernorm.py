@@ -17,8 +17,9 @@ from ..cases import Case, Cost, Variant, register
 from ..facts.numerics import RSQRT_ULP
 from ..oracles.norms import layer_norm as layer_norm_ref
 from ..tolerance import Tolerance, fmt
-from ..facts.device import warp_size
+from ..facts.device import local_arch, warp_size
 from ._launch import check_2d, check_out, check_programs, check_vector, persistent_programs
+from ._stagger import idle_before_first_row, stagger_args
 from ._rows import all_or_none, bench_spec, check_chunk, family_config, row_inputs, row_variants
 
 MAX_FUSED = 16384          # longest row held in registers (x, and w and b, as fp32) by one program
@@ -39,6 +40,11 @@ LOOP_PER_THREAD = 8        # chunk elements per thread, within 32 warps (NVIDIA)
 # second read. Measured there (reports/examples/sweeps-h200/launch_long_rows.json): 1, 2 and 4
 # per SM within 1% of each other; layernorm: 0.590 against 0.569 with one row per program.
 PROGRAMS_PER_SM = 1
+# programs out of phase (_stagger): 4 phases 0.33 of a model row apart, 0.859-0.860 of copy against
+# 0.824-0.825 on the H200 (reports/examples/long-rows-h200/fourteenth-session).
+# (PHASES - 1) x STEP <= 1: no program idles as long as a row takes
+STAGGER_PHASES = 4
+STAGGER_STEP = 0.33
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 EPSILONS = (1e-5, 1e-6, 1e-12)
 
@@ -75,7 +81,8 @@ def layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows
 def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols,
                             x_stride, y_stride, eps,
                             HAS_W: tl.constexpr, HAS_B: tl.constexpr, BLOCK: tl.constexpr,
-                            EVEN: tl.constexpr):
+                            EVEN: tl.constexpr, STAGGER: tl.constexpr = False,
+                            PHASES: tl.constexpr = 1, STEP: tl.constexpr = 0.0, row_ns=0.0):
     """Persistent: program p takes rows p, p + P, p + 2P, ... (P programs), so the rows in flight
     stay in L2 between the passes. Each pass loads the next chunk before working on the current
     one, so two chunks per thread are in flight.
@@ -92,6 +99,8 @@ def layernorm_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_ro
     # EVEN: no masks, and a load with no mask takes no `other`
     zero = None if EVEN else 0.0
     first = None if EVEN else cols < n_cols
+    if STAGGER:   # programs with one row fewer start out of phase
+        idle_before_first_row(n_rows, row_ns, PHASES, STEP)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
         x_row = x_ptr + row64 * x_stride
@@ -194,6 +203,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.
         grid = (persistent_programs(n_rows, x.device, PROGRAMS_PER_SM, programs),)
         layernorm_looped_kernel[grid](x, w, b, out, mean, rstd, n_rows, n_cols, x.stride(0), out.stride(0),
                                       eps, **flags, BLOCK=cfg["BLOCK"], EVEN=n_cols % cfg["BLOCK"] == 0,
+                                      **stagger_args(local_arch(), STAGGER_PHASES, STAGGER_STEP, grid[0],
+                                                     n_cols * (x.element_size() + out.element_size())),
                                       num_warps=cfg["num_warps"])
     return out, mean, rstd
 

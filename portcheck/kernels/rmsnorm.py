@@ -15,9 +15,10 @@ from ..cases import Case, Cost, Variant, register
 from ..facts.numerics import RSQRT_ULP
 from ..oracles.norms import rms_norm as rms_norm_ref
 from ..tolerance import Tolerance, fmt
-from ..facts.device import warp_size
+from ..facts.device import local_arch, warp_size
 from ._launch import check_2d, check_out, check_programs, check_vector, persistent_programs
 from ._rows import bench_spec, check_chunk, family_config, row_inputs, row_variants
+from ._stagger import idle_before_first_row, stagger_args
 
 MAX_FUSED = 16384          # longest row held in registers by one program
 ELEMS_PER_PROGRAM = 4096   # short rows are packed several to a program to fill it
@@ -34,6 +35,11 @@ LOOP_PER_THREAD = 8        # chunk elements per thread, within 32 warps (NVIDIA)
 # second read. Measured there (reports/examples/sweeps-h200/launch_long_rows.json): 1, 2 and 4
 # per SM within 1% of each other; rmsnorm: 0.694 against 0.663 with one row per program.
 PROGRAMS_PER_SM = 1
+# programs out of phase (_stagger): 4 phases 0.21 of a model row apart, 0.939 of copy against
+# 0.927-0.929 on the H200 (reports/examples/long-rows-h200/fourteenth-session).
+# (PHASES - 1) x STEP <= 1: no program idles as long as a row takes
+STAGGER_PHASES = 4
+STAGGER_STEP = 0.21
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 EPSILONS = (1e-5, 1e-6, 1e-12)
 REGIMES = ("normal", "large", "tiny", "equal")   # inf/NaN: not a checked input of a normalisation
@@ -61,7 +67,8 @@ def rmsnorm_rows_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_stride,
 
 @triton.jit
 def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_stride, y_stride, eps,
-                          HAS_W: tl.constexpr, BLOCK: tl.constexpr):
+                          HAS_W: tl.constexpr, BLOCK: tl.constexpr, STAGGER: tl.constexpr = False,
+                          PHASES: tl.constexpr = 1, STEP: tl.constexpr = 0.0, row_ns=0.0):
     """Persistent: program p takes rows p, p + P, p + 2P, ... (P programs), so the rows in flight
     stay in L2 between the passes. Pass 1 loads the next BLOCK-column chunk before working on the
     current one; pass 2 walks half chunks with x two halves ahead and the weight one half ahead,
@@ -75,6 +82,8 @@ def rmsnorm_looped_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, x_strid
     cols = tl.arange(0, BLOCK)
     HALF: tl.constexpr = BLOCK // 2 if BLOCK >= 2 else BLOCK
     half = tl.arange(0, HALF)
+    if STAGGER:   # programs with one row fewer start out of phase
+        idle_before_first_row(n_rows, row_ns, PHASES, STEP)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
         x_row = x_ptr + row64 * x_stride
@@ -147,6 +156,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
         grid = (persistent_programs(n_rows, x.device, PROGRAMS_PER_SM, programs),)
         rmsnorm_looped_kernel[grid](x, w, out, rstd, n_rows, n_cols, x.stride(0), out.stride(0), eps,
                                     HAS_W=weight is not None, BLOCK=cfg["BLOCK"],
+                                    **stagger_args(local_arch(), STAGGER_PHASES, STAGGER_STEP, grid[0],
+                                                   n_cols * (x.element_size() + out.element_size())),
                                     num_warps=cfg["num_warps"])
     return out, rstd
 

@@ -1,6 +1,7 @@
 """The persistent long-row kernels of softmax, LayerNorm and RMSNorm: every program count writes
 every row with the same bits, within the cases' tolerances; softmax keeps IEEE semantics for
-inf and NaN on any lane, and its L2 prefetch (where the arch has one) changes no bit; the
+inf and NaN on any lane, and its L2 prefetch (where the arch has one) changes no bit, nor does
+the norms' stagger (programs idling out of phase, NVIDIA); the
 launchers refuse a bad program count before launch."""
 import contextlib
 
@@ -16,6 +17,7 @@ from portcheck.kernels import layernorm as LN
 from portcheck.kernels import rmsnorm as RMS
 from portcheck.kernels import softmax as SM
 from portcheck.kernels._prefetch import l2_prefetch_ok
+from portcheck.kernels._stagger import stagger_args, stagger_ok
 from portcheck.facts.archs import DEFAULT_ARCHS, INTERPRETER, arch
 from portcheck.facts.device import forced_arch, local_arch
 from portcheck.cases import float64_args
@@ -158,6 +160,46 @@ def test_softmax_l2_prefetch_keeps_every_bit(monkeypatch, dtype, programs):
             assert forced.asked == [prefetched], label
         _check_against_oracle("softmax", {"x": view}, {"y": runs[None]})
         assert torch.equal(runs[None], runs[False]), label
+
+
+def test_the_stagger_is_asked_for_on_nvidia_only():
+    """%globaltimer is NVIDIA's PTX: AMD and the interpreter run the kernels as they were."""
+    assert [name for name in DEFAULT_ARCHS if stagger_ok(arch(name))] == \
+        [name for name in DEFAULT_ARCHS if arch(name).vendor == "nvidia"]
+    assert not stagger_ok(INTERPRETER) and not stagger_ok(arch("gfx942"))
+    assert stagger_args(arch("gfx942"), 4, 0.3, 304, 2**19) == {"STAGGER": False}
+
+
+@pytest.mark.parametrize("module", [LN, RMS])
+def test_no_program_idles_as_long_as_a_row_takes(module):
+    """The longest idle, (PHASES - 1) x STEP model rows, is at most one: the model row is a lower
+    bound on a row's time (the datasheet bandwidth shared by the rows in flight)."""
+    assert (module.STAGGER_PHASES - 1) * module.STAGGER_STEP <= 1
+    h200 = stagger_args(arch("sm_90a"), module.STAGGER_PHASES, module.STAGGER_STEP, 132, 2 * 2 * 131072)
+    # 132 rows of 131072 bf16 read and written at 4.8 TB/s: 14.4 us (the H200 takes about 20)
+    assert h200["STAGGER"] and h200["row_ns"] == pytest.approx(132 * 2 * 2 * 131072 / 4800)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the stagger is NVIDIA's")
+@pytest.mark.parametrize("family,kernel", [("layernorm", "layernorm_looped_kernel"), ("rmsnorm", "rmsnorm_looped_kernel")])
+@pytest.mark.parametrize("programs", [1, 3, 5, 50])
+def test_programs_out_of_phase_keep_every_bit(monkeypatch, family, kernel, programs):
+    """With and without the idle time after the first row (ROWS = 7 rows: 3 and 5 programs leave
+    some with one row fewer, 1 and 50 none), every output alike and within the oracle's tolerance."""
+    module = {"layernorm": LN, "rmsnorm": RMS}[family]
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(ROWS, COLS, generator=g) * 3 + 1).to(DEVICE)
+    runs = {}
+    for value in (None, False):
+        forced = _Forced(getattr(module, kernel), "STAGGER", value)
+        monkeypatch.setattr(module, kernel, forced)
+        args = _args(family, x)
+        runs[value] = _run(family, args, programs)
+        monkeypatch.undo()
+        assert forced.asked == [True]
+    _check_against_oracle(family, args, runs[None])
+    for name, out in runs[None].items():
+        assert torch.equal(out, runs[False][name]), name
 
 
 def _special_rows() -> torch.Tensor:
