@@ -17,7 +17,7 @@ import hypothesis
 import torch
 
 from . import as_arch as forcing
-from . import guards, precompile
+from . import autotuned, guards, precompile
 from . import strategies as S
 from .cases import Case, cases_flag, float64_args
 from .compare import Comparison, compare, compare_launches, flat_to_index
@@ -173,8 +173,10 @@ def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
     (portcheck.digests records them for cross-vendor diffs). `explain` re-runs an example whose
     output holds an unexplained NaN to tell an out-of-bounds read from a NaN the kernel made.
     `clock` receives the seconds spent in each phase."""
-    # under --as-arch the launcher reads the drawn autotune configuration (Case.configs)
-    with facts_device.drawing(spec.get(forcing.CONFIG_KEY)), _quiet_arithmetic(target_name):
+    # under --as-arch the launcher reads the drawn autotune configuration (Case.configs); a
+    # kernel under @triton.autotune launches the configuration the spec asks for (autotuned.py)
+    with facts_device.drawing(spec.get(forcing.CONFIG_KEY)), autotuned.choosing(spec), \
+            _quiet_arithmetic(target_name):
         return _evaluate(case, target_name, spec, tol_factor, tol_reason, keep, checks or CHECKS, explain, clock)
 
 
@@ -208,12 +210,16 @@ def far_rows_base(spec: dict) -> bool:
     return spec.get("layout") in S.LAYOUTS and any(k in spec for k in ROW_KEYS)
 
 
+def spec_size(spec: dict) -> int:
+    """The product of a spec's sizes: its positive integers but seeds and autotune indices."""
+    return math.prod(v for k, v in spec.items() if isinstance(v, int) and not isinstance(v, bool)
+                     and v > 0 and "seed" not in k and k != autotuned.KEY)
+
+
 def far_rows_rank(spec: dict) -> int:
     """Which passing input the far example re-lays out: the largest (a one-column softmax is 1 in
-    every row, a wrong row alike), by the product of the spec's sizes (its positive integers but
-    seeds)."""
-    return math.prod(v for k, v in spec.items()
-                     if isinstance(v, int) and not isinstance(v, bool) and v > 0 and "seed" not in k)
+    every row, a wrong row alike), by spec_size."""
+    return spec_size(spec)
 
 
 def far_rows_example(spec: dict) -> dict:
@@ -357,6 +363,10 @@ class _Search:
     far_base: dict | None = None      # the passing row-layout input to re-lay out (far_rows_rank)
     far_note: str = ""                # why the far example did not run
     configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
+    largest: dict | None = None       # the largest passing input the search drew (spec_size)
+    autotune_count: int = 0           # the most configurations an autotuned launch chose among
+    autotune_run: set = field(default_factory=set)  # the configuration indices that ran
+    failing_autotune: list = field(default_factory=list)  # the failing input's autotuned launches
     not_here: list = field(default_factory=list)    # --as-arch: why examples could not run locally
 
     failing_metrics: dict = field(default_factory=dict)   # the failing example's own metrics
@@ -366,6 +376,12 @@ class _Search:
     def end_search(self) -> None:
         if self.shrink_started is not None and self.shrink_ended is None:
             self.shrink_ended = time.monotonic()
+
+    def note_autotuned(self, launches: list) -> None:
+        """Which configurations of the autotuned launches ran (autotuned.Launched)."""
+        for run in launches:
+            self.autotune_count = max(self.autotune_count, run.count)
+            self.autotune_run.add(run.index)
 
     def observe(self, comps: list[Comparison]) -> None:
         if self.failing is None:  # report the formula in force where it failed, else the last
@@ -486,7 +502,10 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             raise
         except Exception as exc:
             search.fault, search.faulting = exc, example
+            search.failing_autotune = autotuned.launched()
             raise
+        finally:
+            search.note_autotuned(autotuned.launched())
         search.first_run = search.first_run or example
         search.configs_run.add(example.get(forcing.CONFIG_KEY))
         search.observe(comps)
@@ -500,7 +519,11 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             search.failing, search.message, search.failed = example, "; ".join(c.message for c in bad), bad
             search.failing_metrics = _fold_metrics({}, comps)
             search.unexplained_nan = any(unexplained_nan(c) for c in bad)
+            search.failing_autotune = autotuned.launched()
             raise CaseFailed(search.message)
+        if hypothesis.currently_in_test_context() and (search.largest is None
+                                                       or spec_size(example) > spec_size(search.largest)):
+            search.largest = example
         if far_rows_base(example) and (search.far_base is None
                                        or far_rows_rank(example) > far_rows_rank(search.far_base)):
             search.far_base = example
@@ -529,7 +552,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         """The failing example's message (an unexplained NaN explained) and its likely causes."""
         result.verdict, result.message = "fail", search.message
         clock.shrinking = False
-        with running_as(), _quiet_arithmetic(target_name), clock.timing("diagnosis"):
+        with running_as(), _quiet_arithmetic(target_name), clock.timing("diagnosis"), \
+                autotuned.choosing(search.failing):
             if search.unexplained_nan and (checks or CHECKS).guards:   # only the example reported
                 comps = evaluate(case, target_name, search.failing, factor, reason, checks=checks, explain=True)
                 search.failed = [c for c in comps if not c.ok]
@@ -560,6 +584,11 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                     for index in range(len(case.configs(forced, dtype))):
                         if index not in search.configs_run:
                             prop({**search.first_run, forcing.CONFIG_KEY: index})
+                if search.largest is not None:
+                    # autotuned kernels: each configuration no example reached, on the largest input
+                    for index in range(search.autotune_count):
+                        if index not in search.autotune_run:
+                            prop({**search.largest, autotuned.KEY: index})
                 if far_rows_runs_on(target_name) and not forced and search.far_base is not None:
                     far_rows()
     except ShrinkStopped:   # the smallest failing input so far is the one reported
@@ -597,6 +626,9 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     result.failing_input = search.failing if result.verdict in ("fail", "error") else None
     if (result.failing_input or {}).get("layout") == "far":
         result.message = FAR_HINT + result.message
+    if result.failing_input is not None and search.failing_autotune:
+        ran = "; ".join(dict.fromkeys(run.describe() for run in search.failing_autotune))
+        result.message = f"{ran}: {result.message}"
     if override is not None and override.action == "xfail":
         if result.verdict in ("fail", "error"):
             result.verdict = "xfail"

@@ -1,0 +1,83 @@
+"""Kernels under @triton.autotune, in a check: one configuration launched per example, chosen
+by the example and never timed, and every configuration on some example.
+
+An autotuner times its configurations at the first launch of each key and keeps the fastest, so
+a configuration with a bug (a mask only BLOCK=256 gets wrong) is checked only where it happens
+to be the fastest: on another GPU or another shape it ships; and on the interpreter an autotuner
+cannot time at all (Triton finds no driver). Inside `choosing(spec)` (runner.evaluate, the
+diagnosis's re-runs) Triton's `Autotuner.run` launches configuration `index % n` of the n that
+the kernel's own pruning leaves, as its first launch of a key launches the one it chose (the
+reset_to_zero / restore_value hook with reset_only, then the configuration's pre_hook). The index
+is the spec's KEY when it has one, else a hash of the spec, so a replay launches the same
+configuration; runner.check then runs each index no example reached on its largest passing input.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import zlib
+from dataclasses import dataclass
+
+KEY = "autotune"     # the spec key of an explicitly chosen configuration index
+
+_INDEX: list = []    # the index of the example being evaluated, innermost last (as facts.device)
+_LAUNCHED: list = []  # the autotuned launches of the outermost choosing() block, in order
+
+
+@dataclass(frozen=True)
+class Launched:
+    kernel: str      # the autotuned function's name
+    index: int       # which of its configurations ran (0-based, after its pruning)
+    count: int       # how many its pruning left
+    config: str      # the configuration, as Triton prints it
+
+    def describe(self) -> str:
+        return f"autotune config {self.index + 1} of {self.count} of {self.kernel} ({self.config})"
+
+
+def spec_index(spec: dict) -> int:
+    """The configuration index an example asks for: its KEY, else a hash of the whole spec."""
+    if KEY in spec:
+        return int(spec[KEY])
+    return zlib.crc32(json.dumps(spec, sort_keys=True, default=str).encode())
+
+
+def launched() -> list[Launched]:
+    """The autotuned launches of the last (or current) outermost choosing() block."""
+    return list(_LAUNCHED)
+
+
+def _run_one(self, *args, **kwargs):
+    """Autotuner.run, with the configuration chosen by the example instead of by timing."""
+    self.nargs = dict(zip(self.arg_names, args))
+    try:
+        configs = self.prune_configs(kwargs) if len(self.configs) > 1 else self.configs
+        index = _INDEX[-1] % len(configs)
+        config = configs[index]
+        self.best_config = config
+        full = {**self.nargs, **kwargs, **config.all_kwargs()}
+        self.pre_hook(full, reset_only=True)      # reset_to_zero, as before a first launch's run
+        if config.pre_hook is not None:
+            config.pre_hook(full)
+        name = getattr(self.base_fn, "__name__", None) or getattr(self.fn, "__name__", "kernel")
+        _LAUNCHED.append(Launched(name, index, len(configs), str(config)))
+        return self.fn.run(*args, **kwargs, **config.all_kwargs())
+    finally:
+        self.nargs = None
+
+
+@contextlib.contextmanager
+def choosing(spec: dict):
+    """Autotuned launches inside the block run the configuration `spec` asks for (spec_index)."""
+    from triton.runtime.autotuner import Autotuner
+    outermost = not _INDEX
+    if outermost:
+        _LAUNCHED.clear()
+    saved = Autotuner.__dict__["run"]
+    _INDEX.append(spec_index(spec))
+    Autotuner.run = _run_one
+    try:
+        yield
+    finally:
+        Autotuner.run = saved
+        _INDEX.pop()

@@ -1,0 +1,140 @@
+"""Kernels under @triton.autotune in a check (portcheck/autotuned.py): one configuration per
+example, chosen by the example and never timed, every configuration on some example, and a
+failure that names its configuration and replays it. On the interpreter, where Triton's own
+autotuner cannot time at all."""
+import os
+
+import hypothesis
+import pytest
+import triton
+import triton.language as tl
+
+import portcheck
+from portcheck import autotuned, runner
+from portcheck import strategies as S
+from portcheck import tolerance as T
+from portcheck.cases import Case
+from portcheck.targets.runtime import INTERPRETER_ARCH
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+pytestmark = pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
+
+BLOCKS = (16, 32, 64, 128, 256)
+WRONG = {"block": 0}   # the BLOCK whose configuration has the bug (0: none)
+
+
+def _configs():
+    return [triton.Config({"BLOCK": b, "WRONG": b == WRONG["block"]}) for b in BLOCKS]
+
+
+def _scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    x = tl.load(x_ptr + offs, mask=ok)
+    y = x * 2
+    if WRONG:   # BUG in one configuration only: the last element of each tile is dropped
+        y = tl.where(tl.arange(0, BLOCK) == BLOCK - 1, 0.0, y)
+    tl.store(y_ptr + offs, y, mask=ok)
+
+
+def _case(kernel, name="autotuned_scale", **extra) -> Case:
+    def launch(args, outs):
+        x, y = args["x"], outs["y"]
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel(), **extra)
+    return Case(name=name, family="autotuned", dtypes=("fp32",),
+                inputs=lambda dtype, most: S.row_inputs(dtype, most, tile=16, max_rows=1, allowed=("normal",)),
+                make=lambda spec, device: {"x": S.row_tensor(spec, device).contiguous()},
+                outputs=lambda args: {"y": (tuple(args["x"].shape), args["x"].dtype)},
+                launch=launch, oracle=portcheck.oracle_from_torch(lambda x: x * 2, "y"),
+                tolerance=lambda args, refs, dtype: {"y": T.elementwise(dtype)})
+
+
+def _autotuned(**kwargs):
+    return triton.autotune(configs=_configs(), key=["n"], **kwargs)(triton.jit(_scale_kernel))
+
+
+def _check(case, examples=6, spec=None):
+    search = hypothesis.settings(max_examples=examples, derandomize=True, deadline=None, database=None,
+                                 phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+                                 suppress_health_check=list(hypothesis.HealthCheck))
+    return runner.check(case, "interpreter", INTERPRETER_ARCH, "fp32", settings=search, max_elements=2048,
+                        spec=spec)
+
+
+@pytest.fixture
+def wrong(monkeypatch):
+    def choose(block):
+        monkeypatch.setitem(WRONG, "block", block)
+    return choose
+
+
+def test_every_configuration_runs_and_a_correct_kernel_passes(monkeypatch):
+    seen = []
+    real = autotuned.launched
+    monkeypatch.setattr(autotuned, "launched", lambda: (seen.extend(real()), real())[1])
+    result = _check(_case(_autotuned()), examples=2)   # two examples: the rest run after the search
+    assert result.verdict == "pass", result.message
+    assert {run.index for run in seen} == set(range(len(BLOCKS))) and {run.count for run in seen} == {len(BLOCKS)}
+
+
+@pytest.mark.parametrize("block", [16, 256])
+def test_a_bug_in_one_configuration_fails_named_and_replays(wrong, block):
+    wrong(block)
+    index = BLOCKS.index(block)
+    result = _check(_case(_autotuned()), examples=3)
+    assert result.verdict == "fail", result.message
+    assert result.message.startswith(f"autotune config {index + 1} of {len(BLOCKS)} of _scale_kernel (BLOCK: {block},"), \
+        result.message
+    again = _check(_case(_autotuned()), spec=result.failing_input)
+    assert again.verdict == "fail" and again.message == result.message
+
+
+def test_the_kernels_own_pruning_decides_what_runs(wrong):
+    wrong(256)   # pruned away: never launched, so never wrong
+    kernel = _autotuned(prune_configs_by={"early_config_prune": lambda configs, named, **kw:
+                                          [c for c in configs if c.kwargs["BLOCK"] <= 128]})
+    result = _check(_case(kernel), examples=2)
+    assert result.verdict == "pass", result.message
+
+
+@triton.jit
+def _sum_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(y_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
+
+
+def test_reset_to_zero_runs_before_the_launch():
+    """The harness's output starts as NaN poison: the autotuner's reset_to_zero clears it first,
+    as Triton's own first launch of a key does."""
+    kernel = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (16, 64)], key=["n"],
+                             reset_to_zero=["y_ptr"])(_sum_kernel)
+
+    def launch(args, outs):
+        x = args["x"]
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, outs["y"], x.numel())
+    case = Case(name="autotuned_sum", family="autotuned", dtypes=("fp32",),
+                inputs=lambda dtype, most: S.row_inputs(dtype, most, tile=16, max_rows=1, allowed=("normal",)),
+                make=lambda spec, device: {"x": S.row_tensor(spec, device).contiguous()},
+                outputs=lambda args: {"y": ((1,), args["x"].dtype)},
+                launch=launch, nondeterministic=True,
+                oracle=portcheck.oracle_from_torch(lambda x: x.sum().reshape(1), "y"),
+                tolerance=lambda args, refs, dtype: {"y": T.row_reduction(args["x"].reshape(1, -1), dtype)})
+    result = _check(case, examples=3)
+    assert result.verdict == "pass", result.message
+
+
+def test_the_index_is_the_specs_key_or_a_hash_of_the_spec():
+    spec = {"dtype": "fp32", "rows": 1, "cols": 7, "seed": 3}
+    assert autotuned.spec_index({**spec, autotuned.KEY: 4}) == 4
+    assert autotuned.spec_index(spec) == autotuned.spec_index(dict(reversed(spec.items())))
+    assert autotuned.spec_index(spec) != autotuned.spec_index({**spec, "seed": 4})
+
+
+def test_outside_a_check_the_autotuner_is_triton_s():
+    from triton.runtime.autotuner import Autotuner
+    before = Autotuner.__dict__["run"]
+    with autotuned.choosing({"a": 1}):
+        with autotuned.choosing({"a": 2}):
+            assert Autotuner.__dict__["run"] is not before
+        assert Autotuner.__dict__["run"] is not before
+    assert Autotuner.__dict__["run"] is before
