@@ -17,7 +17,7 @@ from portcheck.cases import Case
 from portcheck.targets.runtime import INTERPRETER_ARCH
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-pytestmark = pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
+on_the_interpreter = pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
 
 BLOCKS = (16, 32, 64, 128, 256)
 WRONG = {"block": 0}   # the BLOCK whose configuration has the bug (0: none)
@@ -32,8 +32,8 @@ def _scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):
     ok = offs < n
     x = tl.load(x_ptr + offs, mask=ok)
     y = x * 2
-    if WRONG:   # BUG in one configuration only: the last element of each tile is dropped
-        y = tl.where(tl.arange(0, BLOCK) == BLOCK - 1, 0.0, y)
+    if WRONG:   # BUG in one configuration only: the first element of each tile is dropped
+        y = tl.where(tl.arange(0, BLOCK) == 0, 0.0, y)
     tl.store(y_ptr + offs, y, mask=ok)
 
 
@@ -68,6 +68,7 @@ def wrong(monkeypatch):
     return choose
 
 
+@on_the_interpreter
 def test_every_configuration_runs_and_a_correct_kernel_passes(monkeypatch):
     seen = []
     real = autotuned.launched
@@ -77,6 +78,7 @@ def test_every_configuration_runs_and_a_correct_kernel_passes(monkeypatch):
     assert {run.index for run in seen} == set(range(len(BLOCKS))) and {run.count for run in seen} == {len(BLOCKS)}
 
 
+@on_the_interpreter
 @pytest.mark.parametrize("block", [16, 256])
 def test_a_bug_in_one_configuration_fails_named_and_replays(wrong, block):
     wrong(block)
@@ -89,6 +91,7 @@ def test_a_bug_in_one_configuration_fails_named_and_replays(wrong, block):
     assert again.verdict == "fail" and again.message == result.message
 
 
+@on_the_interpreter
 def test_the_kernels_own_pruning_decides_what_runs(wrong):
     wrong(256)   # pruned away: never launched, so never wrong
     kernel = _autotuned(prune_configs_by={"early_config_prune": lambda configs, named, **kw:
@@ -103,6 +106,7 @@ def _sum_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.atomic_add(y_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
 
 
+@on_the_interpreter
 def test_reset_to_zero_runs_before_the_launch():
     """The harness's output starts as NaN poison: the autotuner's reset_to_zero clears it first,
     as Triton's own first launch of a key does."""
@@ -123,6 +127,7 @@ def test_reset_to_zero_runs_before_the_launch():
     assert result.verdict == "pass", result.message
 
 
+@on_the_interpreter
 def test_the_index_is_the_specs_key_or_a_hash_of_the_spec():
     spec = {"dtype": "fp32", "rows": 1, "cols": 7, "seed": 3}
     assert autotuned.spec_index({**spec, autotuned.KEY: 4}) == 4
@@ -130,6 +135,7 @@ def test_the_index_is_the_specs_key_or_a_hash_of_the_spec():
     assert autotuned.spec_index(spec) != autotuned.spec_index({**spec, "seed": 4})
 
 
+@on_the_interpreter
 def test_outside_a_check_the_autotuner_is_triton_s():
     from triton.runtime.autotuner import Autotuner
     before = Autotuner.__dict__["run"]
@@ -138,3 +144,65 @@ def test_outside_a_check_the_autotuner_is_triton_s():
             assert Autotuner.__dict__["run"] is not before
         assert Autotuner.__dict__["run"] is not before
     assert Autotuner.__dict__["run"] is before
+
+
+PLANTED = '''
+import torch
+import triton
+import triton.language as tl
+
+import portcheck
+from portcheck import strategies as S
+from portcheck import tolerance as T
+
+
+def configs(wrong):
+    return [triton.Config({"BLOCK": b, "WRONG": b == wrong}, num_warps=w) for b, w in ((64, 2), (256, 4), (1024, 8))]
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    y = tl.load(x_ptr + offs, mask=ok) * 2
+    if WRONG:   # BUG in one configuration only: the first element of each tile is dropped
+        y = tl.where(tl.arange(0, BLOCK) == 0, 0.0, y)
+    tl.store(y_ptr + offs, y, mask=ok)
+
+
+for name, wrong in (("autotuned_planted", 1024), ("autotuned_right", 0)):
+    kernel = triton.autotune(configs=configs(wrong), key=["n"])(scale_kernel)
+
+    def launch(args, outs, kernel=kernel):
+        x = args["x"]
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, outs["y"], x.numel())
+
+    portcheck.register(portcheck.Case(
+        name=name, family="autotuned", dtypes=("fp32",),
+        inputs=lambda dtype, most: S.row_inputs(dtype, most, tile=64, max_rows=1, allowed=("normal",)),
+        make=lambda spec, device: {"x": S.row_tensor(spec, device).contiguous()},
+        outputs=lambda args: {"y": (tuple(args["x"].shape), args["x"].dtype)},
+        launch=launch, oracle=portcheck.oracle_from_torch(lambda x: x * 2, "y"),
+        tolerance=lambda args, refs, dtype: {"y": T.elementwise(dtype)}))
+'''
+
+
+@pytest.mark.skipif(INTERPRETED or not __import__("torch").cuda.is_available(), reason="a GPU's autotuner")
+def test_on_a_gpu_a_configuration_the_autotuner_would_not_pick_fails(tmp_path):
+    """Through `portcheck run --target cuda`: the planted case's bug is in one of its three
+    configurations (1024-element tiles); it fails, named, whichever the autotuner would have
+    picked on this GPU, and the same kernel without the bug passes."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+    (tmp_path / "planted_autotuned.py").write_text(textwrap.dedent(PLANTED))
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "portcheck", "run", "--target", "cuda", "--cases",
+                           "planted_autotuned", "--kernel", "autotuned_*", "--profile", "ci", "--no-time",
+                           "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    records = {r["case"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    planted, right = records["autotuned_planted"], records["autotuned_right"]
+    assert planted["verdict"] == "fail" and planted["message"].startswith("autotune config 3 of 3 of scale_kernel"), planted
+    assert right["verdict"] == "pass", right
