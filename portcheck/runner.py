@@ -211,9 +211,9 @@ def far_rows_base(spec: dict) -> bool:
 
 
 def spec_size(spec: dict) -> int:
-    """The product of a spec's sizes: its positive integers but seeds and autotune indices."""
+    """The product of a spec's sizes: its positive integers but seeds and configuration indices."""
     return math.prod(v for k, v in spec.items() if isinstance(v, int) and not isinstance(v, bool)
-                     and v > 0 and "seed" not in k and k != autotuned.KEY)
+                     and v > 0 and "seed" not in k and k not in (autotuned.KEY, forcing.CONFIG_KEY))
 
 
 def far_rows_rank(spec: dict) -> int:
