@@ -238,6 +238,29 @@ def far_rows_twin(far: dict) -> dict:
     return {**far, "layout": "contiguous"}
 
 
+# ---- many rows: more rows than a persistent grid has programs (GPU targets) ------------------
+# The search draws at most 64 rows, fewer than an H200 has SMs: a persistent kernel (a grid of
+# programs per SM, each striding over rows) never takes a second row there, so a row loop that
+# carries state from one row to the next, or strides wrongly, passes. One more input has
+# MANY_ROWS_PER_UNIT rows per SM / CU and 3 more (an uneven split): grids of up to 8 programs per
+# unit give every program two rows or more.
+MANY_ROWS_PER_UNIT = 16
+MANY_ROWS_ELEMENTS = 2**24   # its columns are cut to keep rows x columns within this
+MANY_HINT = "more rows than the search draws ({rows}, {per} per SM/CU and 3, so that a persistent " \
+            "kernel's programs take several rows each): "
+
+
+def many_rows_example(spec: dict, units: int) -> dict:
+    """spec (a passing row-layout input) with MANY_ROWS_PER_UNIT x units + 3 rows, its columns
+    cut to MANY_ROWS_ELEMENTS in all, and normal values (equal ones hide a row's stale state)."""
+    key = next(k for k in ROW_KEYS if k in spec)
+    rows = MANY_ROWS_PER_UNIT * units + 3
+    out = {**spec, key: rows, **({"regime": "normal"} if "regime" in spec else {})}
+    if "cols" in spec:
+        out["cols"] = max(1, min(spec["cols"], MANY_ROWS_ELEMENTS // rows))
+    return out
+
+
 class FarRowsUnsupported(Exception):
     """The case's make() does not lay its rows out far: the far example is not its to run."""
 
@@ -362,6 +385,7 @@ class _Search:
     first_run: dict | None = None     # the first example that ran (--as-arch: every config on it)
     far_base: dict | None = None      # the passing row-layout input to re-lay out (far_rows_rank)
     far_note: str = ""                # why the far example did not run
+    many_rows: dict | None = None     # the many-rows input, once it has run (or is running)
     configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
     largest: dict | None = None       # the largest passing input the search drew (spec_size)
     autotune_count: int = 0           # the most configurations an autotuned launch chose among
@@ -521,12 +545,18 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             search.unexplained_nan = any(unexplained_nan(c) for c in bad)
             search.failing_autotune = autotuned.launched()
             raise CaseFailed(search.message)
-        if hypothesis.currently_in_test_context() and (search.largest is None
-                                                       or spec_size(example) > spec_size(search.largest)):
-            search.largest = example
-        if far_rows_base(example) and (search.far_base is None
-                                       or far_rows_rank(example) > far_rows_rank(search.far_base)):
-            search.far_base = example
+        if hypothesis.currently_in_test_context():   # the search's own inputs, not the ones added after it
+            if search.largest is None or spec_size(example) > spec_size(search.largest):
+                search.largest = example
+            if far_rows_base(example) and (search.far_base is None
+                                           or far_rows_rank(example) > far_rows_rank(search.far_base)):
+                search.far_base = example
+
+    def many_rows():
+        """One more input, a passing row-layout one with more rows than the GPU has SMs or CUs."""
+        search.many_rows = many_rows_example(search.far_base,
+                                             facts_device.compute_units(TARGETS[target_name].device))
+        prop(search.many_rows)
 
     def far_rows():
         """One more input, a passing row-layout one with its rows past 2**31 elements (GPUs),
@@ -590,6 +620,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                         if index not in search.autotune_run:
                             prop({**search.largest, autotuned.KEY: index})
                 if far_rows_runs_on(target_name) and not forced and search.far_base is not None:
+                    many_rows()
                     far_rows()
     except ShrinkStopped:   # the smallest failing input so far is the one reported
         search.end_search()
@@ -626,6 +657,9 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     result.failing_input = search.failing if result.verdict in ("fail", "error") else None
     if (result.failing_input or {}).get("layout") == "far":
         result.message = FAR_HINT + result.message
+    elif result.failing_input is not None and result.failing_input is search.many_rows:
+        rows = next(result.failing_input[k] for k in ROW_KEYS if k in result.failing_input)
+        result.message = MANY_HINT.format(rows=rows, per=MANY_ROWS_PER_UNIT) + result.message
     if result.failing_input is not None and search.failing_autotune:
         ran = "; ".join(dict.fromkeys(run.describe() for run in search.failing_autotune))
         result.message = f"{ran}: {result.message}"

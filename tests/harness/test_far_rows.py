@@ -86,6 +86,9 @@ def far_on_the_interpreter(monkeypatch, low_boundary):
     """The runner's far example on the interpreter, as it runs on a GPU, at the low boundary."""
     monkeypatch.setattr(runner, "far_rows_runs_on", lambda target: True)
     monkeypatch.setattr(runner, "far_rows_obstacle", lambda target, spec: None)
+    # the many-rows input before it: 16 x 1 + 3 = 19 rows, as on a GPU of one SM
+    monkeypatch.setattr(runner.facts_device, "compute_units", lambda device=None: 1)
+    monkeypatch.setattr(runner, "MANY_ROWS_ELEMENTS", 2048)   # 19 rows stay within the low boundary
 
 
 def _check(case):
@@ -101,6 +104,7 @@ def test_a_passing_search_ends_with_the_far_example(far_on_the_interpreter, monk
     assert result.verdict == "pass" and result.message == "", result.message
     assert seen[-1]["layout"] == "far" and seen[-1]["rows"] >= 3
     assert seen[-2] == runner.far_rows_twin(seen[-1])   # its twin with contiguous rows just before
+    assert seen[-3]["rows"] == 19 and seen[-3]["layout"] != "far"   # and the many-rows input
     assert [s["layout"] for s in seen[:-1]].count("far") == 0 and result.examples == len(seen)
 
 
@@ -145,24 +149,59 @@ def test_a_row_offset_that_wraps_fails_on_the_far_rows_only(far_on_the_interpret
     assert again.verdict == "fail" and again.message.startswith(runner.FAR_HINT)
 
 
-def _wrong_from_the_third_row(args, outs):
+def _wrong_with_three_rows(args, outs):
     cases.get("softmax").launch(args, outs)
-    if outs["y"].shape[0] >= 3:   # BUG: the third row is lost, in any layout
+    if outs["y"].shape[0] == 3:   # BUG: with three rows the last is lost, in any layout
         outs["y"][2] = 0
 
 
 @pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
 def test_a_failure_of_the_near_twin_is_an_ordinary_failure(far_on_the_interpreter):
-    """The far example's twin with contiguous rows runs first: a kernel wrong on any third row
+    """The far example's twin with contiguous rows runs first: a kernel wrong with three rows
     (which the search, drawing at most 2 rows here, never gave it) fails there, with no far hint."""
     base = cases.get("softmax")
-    case = dataclasses.replace(base, name="softmax_third_row", launch=_wrong_from_the_third_row, bench=(),
+    case = dataclasses.replace(base, name="softmax_three_rows", launch=_wrong_with_three_rows, bench=(),
                                variants=None, baselines=None,
                                inputs=lambda dtype, most: base.inputs(dtype, most).map(
                                    lambda spec: {**spec, "rows": min(spec["rows"], 2)}))
     result = _check(case)
     assert result.verdict == "fail" and not result.message.startswith(runner.FAR_HINT), result.message
     assert result.failing_input["layout"] == "contiguous" and result.failing_input["rows"] == 3
+
+
+@triton.jit
+def softmax_stale_sum_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    """A persistent softmax: each program strides over the rows."""
+    cols = tl.arange(0, BLOCK)
+    ok = cols < n_cols
+    total = 0.0   # BUG: the sum starts once per program, not once per row
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        x = tl.load(x_ptr + row * x_stride + cols, mask=ok, other=-float("inf")).to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=0))
+        total += tl.sum(e, axis=0)
+        tl.store(y_ptr + row * y_stride + cols, (e / total).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def _stale_sum_launch(args, outs):
+    x, y = args["x"], outs["y"]
+    softmax_stale_sum_kernel[(min(x.shape[0], 4),)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
+                                                   BLOCK=triton.next_power_of_2(x.shape[1]))
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
+def test_a_row_loop_that_carries_state_fails_on_many_rows(far_on_the_interpreter):
+    """A grid of 4 programs, and a search of at most 4 rows (as 64 rows on a GPU of 132 SMs): no
+    program takes a second row until the many-rows input (16 per SM and 3: 19 here)."""
+    base = cases.get("softmax")
+    case = dataclasses.replace(base, name="softmax_stale_sum", launch=_stale_sum_launch, bench=(),
+                               variants=None, baselines=None,
+                               inputs=lambda dtype, most: base.inputs(dtype, most).map(
+                                   lambda spec: {**spec, "rows": min(spec["rows"], 4)}))
+    result = _check(case)
+    hint = runner.MANY_HINT.format(rows=19, per=runner.MANY_ROWS_PER_UNIT)
+    assert result.verdict == "fail" and result.message.startswith(hint), result.message
+    assert result.failing_input["rows"] == 19 and result.failing_input["layout"] != "far"
+    assert "--replay" in result.reproduce
 
 
 def test_inputs_past_the_rehome_limit_stay_in_place(monkeypatch):
@@ -188,6 +227,7 @@ def test_far_rows_are_skipped_with_a_reason_where_memory_is_short(monkeypatch):
 PLANTED = '''
 import dataclasses
 
+import torch
 import triton
 import triton.language as tl
 
@@ -223,15 +263,52 @@ def launch(args, outs):
 
 cases.register(dataclasses.replace(cases.get("softmax"), name="softmax_int32_rows", launch=launch,
                                    bench=(), variants=None, baselines=None))
+
+
+@triton.jit
+def softmax_stale_sum_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    # a persistent looped softmax: one program per SM strides over the rows
+    cols = tl.arange(0, BLOCK)
+    total = 0.0   # BUG: the sum starts once per program, not once per row
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+        y_row = y_ptr + tl.cast(row, tl.int64) * y_stride
+        top = tl.full([BLOCK], -float("inf"), tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            top = tl.maximum(top, tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32))
+        m = tl.max(top, axis=0)
+        part = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32)
+            part += tl.exp(x - m)
+        total += tl.sum(part, axis=0)
+        for start in range(0, n_cols, BLOCK):
+            ok = start + cols < n_cols
+            x = tl.load(x_row + start + cols, mask=ok, other=-float("inf")).to(tl.float32)
+            tl.store(y_row + start + cols, (tl.exp(x - m) / total).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def stale_launch(args, outs):
+    x, y = args["x"], outs["y"]
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    softmax_stale_sum_kernel[(min(x.shape[0], sms),)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
+                                                     BLOCK=1024)
+
+
+cases.register(dataclasses.replace(cases.get("softmax"), name="softmax_stale_sum", launch=stale_launch,
+                                   bench=(), variants=None, baselines=None))
 '''
 
 
 @pytest.mark.skipif(INTERPRETED or not torch.cuda.is_available(), reason="the far rows run on GPUs")
-def test_a_kernel_with_int32_row_offsets_fails_on_the_far_rows(tmp_path):
+def test_planted_row_bugs_fail_on_the_inputs_the_search_does_not_draw(tmp_path):
+    """Through `portcheck run`: int32 row offsets fail on the far rows; a persistent kernel whose
+    sum carries over from row to row, on the many rows (the search's 64 rows at most leave each
+    of the H200's 132 programs one row); the real softmax passes both."""
     (tmp_path / "planted_int32.py").write_text(textwrap.dedent(PLANTED))
     out = tmp_path / "report"
     proc = subprocess.run([sys.executable, "-m", "portcheck", "run", "--target", "cuda", "--cases", "planted_int32",
-                           "--kernel", "softmax_int32_rows,softmax", "--dtype", "bf16", "--profile", "ci",
+                           "--kernel", "softmax_int32_rows,softmax_stale_sum,softmax", "--dtype", "bf16", "--profile", "ci",
                            "--no-time", "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     records = {r["case"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     planted, real = records["softmax_int32_rows"], records["softmax"]
@@ -239,3 +316,6 @@ def test_a_kernel_with_int32_row_offsets_fails_on_the_far_rows(tmp_path):
     assert planted["verdict"] in ("fail", "error") and planted["message"].startswith(runner.FAR_HINT), planted
     assert planted["failing_input"]["layout"] == "far" and planted["failing_input"]["rows"] >= 3
     assert real["verdict"] == "pass" and real["message"] == "", real    # int64 rows: the far example passed
+    stale = records["softmax_stale_sum"]
+    assert stale["verdict"] == "fail" and stale["message"].startswith("more rows than the search draws ("), stale
+    assert stale["failing_input"]["rows"] == runner.MANY_ROWS_PER_UNIT * torch.cuda.get_device_properties(0).multi_processor_count + 3
