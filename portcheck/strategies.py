@@ -21,9 +21,13 @@ from .dtypes import fmt
 
 PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381)
 
-# Value regimes a case may accept. "special" puts +-inf and NaN among normal values and belongs
-# only to kernels whose result is defined for them.
-REGIMES = ("normal", "large", "tiny", "equal", "special")
+# Value regimes a case may accept. "offset" puts each row far from zero relative to its spread
+# (offset_ratio()), where a one-pass variance E[x^2] - E[x]^2 cancels. "special" puts +-inf and
+# NaN among normal values and belongs only to kernels whose result is defined for them.
+REGIMES = ("normal", "large", "tiny", "equal", "offset", "special")
+# offset's largest ratio of a row's offset to its spread: 2**12 leaves an fp32 accumulator's
+# E[x^2] - E[x]^2 about one unit of the variance (u(fp32) * 2**24)
+OFFSET_MOST_LOG2 = 12
 
 
 def register_profiles() -> None:
@@ -108,6 +112,13 @@ def matmul_tensors(spec: dict, device: str) -> tuple[torch.Tensor, torch.Tensor]
     return a.to(device), b.to(device)
 
 
+def offset_ratio(dtype: str) -> float:
+    """The offset regime's ratio of a row's offset to its spread: 2**(p-3) for a format of p
+    significant bits (the spread keeps about 8 steps of the format at the offset), at most
+    2**OFFSET_MOST_LOG2; 32 in bf16, 256 in fp16, 4096 in fp32."""
+    return 2.0 ** min(OFFSET_MOST_LOG2, fmt(dtype).mantissa_bits + 1 - 3)
+
+
 def seeds() -> st.SearchStrategy[int]:
     return st.integers(0, 2**31 - 1)
 
@@ -179,6 +190,10 @@ def values(shape, dtype: str, regime: str, gen: torch.Generator, scale: float = 
     elif regime == "equal":
         row = normal((*shape[:-1], 1), gen, scale)
         base = row.expand(*shape).clone()
+    elif regime == "offset":
+        # each row: +-c plus its normal spread, the sign drawn per row
+        sign = normal((*shape[:-1], 1), gen).sign_()
+        base.add_(sign.mul_(offset_ratio(dtype) * scale))
     elif regime == "special":
         flat = base.flatten()
         n = flat.numel()

@@ -5,15 +5,17 @@ located > hint).
     where         position.py   the error map by position, and the check's own guard messages
     how much      magnitude.py  candidate precisions modelled on the inputs and the output
                   reduction.py  growth of the error with the reduction length (K/2, K, 2K)
+                  offset.py     an offset-regime failure again with its rows centred (cancellation)
     which function function.py  a declared function's weak region; GELU's two forms
     random numbers rng.py       the Philox model replayed under the common mistakes
     across vendors vendors.py   `portcheck diff`: each difference between two runs classified
 
 `diagnose()` runs after a failure only (runner.check), on the failing example: one re-run of it,
-a capture of its launch's tile sizes (not run) and two re-runs at other reduction lengths, on the
-case's own device; the rest is float64 arithmetic on the CPU. A time budget bounds the re-runs
-at other lengths: they are left out once it is spent (the first re-run always runs: it is the
-evidence every experiment reads, and costs what one launch of the check cost).
+a capture of its launch's tile sizes (not run), two re-runs at other reduction lengths and, for
+the offset regime, one with the rows centred, on the case's own device; the rest is float64
+arithmetic on the CPU. A time budget bounds the re-runs beyond the first: they are left out once
+it is spent (the first re-run always runs: it is the evidence every experiment reads, and costs
+what one launch of the check cost).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import functools
 import time
 
 from ..cases import Case
-from . import function, magnitude, position, reduction, rerun, rng
+from . import function, magnitude, offset, position, reduction, rerun, rng
 from .finding import FAILED, Finding, ranked
 
 BUDGET_S = 10.0   # seconds for one failure's diagnosis: no re-run at another length starts after it
@@ -52,6 +54,7 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
         ("the precision models", lambda: magnitude.precision(case, run, numeric, arch)),
         ("the GELU forms", lambda: function.gelu_form(run, numeric)),
         ("the math regions", lambda: function.math_region(case, run, numeric)),
+        ("the centred rows", lambda: offset.cancellation(case, target, run, failing, deadline)),
         ("the reduction lengths", lambda: reduction.growth(case, target, run, numeric, deadline)),
     )
     for name, experiment in experiments:

@@ -1,4 +1,4 @@
-"""Diagnosis of failures (portcheck.diagnose): eight planted bugs (tests/support/diagnosis_bugs.py)
+"""Diagnosis of failures (portcheck.diagnose): nine planted bugs (tests/support/diagnosis_bugs.py)
 each get their cause ranked first, within the time budget; the same inputs through the correct
 kernels pass with no diagnosis; the causes reach the record, matrix.md, matrix.html and the
 console; and `portcheck diff` classifies differences between vendors."""
@@ -38,6 +38,8 @@ PLANTED = {  # case -> (a failing input, words of the cause that must rank first
                           "Philox: the offset off by one block (BLOCK = 32) ahead"),
     "diag_gelu_tanh": ({"dtype": "fp32", "n": 100, "seed": 1}, "the tanh approximation of GELU where the erf form is meant"),
     "diag_exp_overflow": ({"dtype": "fp32", "n": 200, "seed": 1}, "tl.exp's ex2.approx at large arguments"),
+    "diag_one_pass_var": ({"dtype": "fp32", "rows": 3, "cols": 100, "regime": "offset", "layout": "padded", "seed": 1},
+                          "cancellation: the rows' spread is lost to their offset from zero"),
 }
 
 
@@ -63,6 +65,20 @@ def test_each_planted_bug_has_its_cause_ranked_first(diagnosed, name):
     assert causes and PLANTED[name][1] in causes[0], causes
     assert [f["score"] for f in result.diagnosis] == sorted((f["score"] for f in result.diagnosis), reverse=True)
     assert seconds < BUDGET_S, f"the check and its diagnosis took {seconds:.1f} s"
+
+
+@needs_device
+def test_the_search_finds_a_one_pass_variance_in_the_offset_regime():
+    """Rows around zero hide E[x^2] - E[x]^2 (the mean is near zero); the regime of rows far from
+    zero is drawn among the others, and the search's failing input is one of them."""
+    import tests.support.diagnosis_bugs  # noqa: F401
+    search = hypothesis.settings(max_examples=12, derandomize=True, deadline=None, database=None)
+    arch = TARGETS[TARGET].arch()
+    result = check(cases.get("diag_one_pass_var"), TARGET, arch, "fp32", settings=search, max_elements=1 << 12)
+    assert result.verdict == "fail", result.message
+    assert result.failing_input["regime"] == "offset", result.failing_input
+    ok = check(cases.get("diag_one_pass_var_ok"), TARGET, arch, "fp32", settings=search, max_elements=1 << 12)
+    assert ok.verdict == "pass", ok.message
 
 
 @needs_device

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from portcheck import strategies as S
+from portcheck.dtypes import fmt
 
 
 def test_the_cpu_stream_is_the_seeded_float64_randn_rounded_to_the_format():
@@ -36,6 +37,18 @@ def test_regimes_stay_finite_in_the_format_except_special(draw_on):
     f = special.float()
     assert torch.isnan(f).any() and torch.isposinf(f).any() and torch.isneginf(f).any()
     assert (equal == equal[:, :1]).all()
+
+
+@pytest.mark.parametrize("dtype, ratio", [("fp32", 4096), ("fp16", 256), ("bf16", 32), ("fp8e4nv", 2)])
+def test_offset_rows_are_the_normal_rows_moved_by_a_signed_multiple_of_their_spread(dtype, ratio):
+    """The same seed draws the same spread as the normal regime; each offset row is moved by
+    +-ratio times the spread (2**(p-3) for p significant bits, at most 2**12), both signs occur."""
+    assert S.offset_ratio(dtype) == ratio
+    spread = S.normal((64, 32), S.generator(5), 0.5)   # the normal regime's draw
+    moved = S.values((64, 32), dtype, "offset", S.generator(5), scale=0.5).to(torch.float64)
+    sign = (moved - spread).mean(dim=1, keepdim=True).sign()
+    assert set(sign.flatten().tolist()) == {-1.0, 1.0}
+    assert torch.equal(moved, (spread + sign * ratio * 0.5).to(fmt(dtype).torch_dtype).to(torch.float64))
 
 
 def test_the_session_seed_is_fixed_under_a_derandomized_profile_only():

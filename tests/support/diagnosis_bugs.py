@@ -1,4 +1,4 @@
-"""Eight kernels with one planted bug each, and their correct versions (`*_ok`), as portcheck Cases
+"""Nine kernels with one planted bug each, and their correct versions (`*_ok`), as portcheck Cases
 for tests/harness/test_diagnose.py: each bug must be diagnosed with its cause ranked first.
 
   diag_tf32_dot        an fp32 matmul whose dot inputs are rounded to tf32
@@ -9,6 +9,7 @@ for tests/harness/test_diagnose.py: each bug must be diagnosed with its cause ra
   diag_philox_block    a dropout whose Philox offset is one block ahead
   diag_gelu_tanh       the tanh approximation of GELU where the erf form is meant
   diag_exp_overflow    exp through ex2 of x log2(e), as tl.exp lowers on NVIDIA, near overflow
+  diag_one_pass_var    a LayerNorm whose variance is E[x^2] - E[x]^2, in one pass
 
 Two bugs are emulated, because the interpreter computes them exactly: its tl.dot ignores
 input_precision (tf32 is never rounded), so the tf32 kernel truncates its inputs to tf32 itself
@@ -28,10 +29,11 @@ from hypothesis import strategies as st
 from triton.language.extra import libdevice
 
 from portcheck import Case, cases, register
+from portcheck import strategies as S
 from portcheck.facts.numerics import DIV_ULP, ERF_ULP, EXP_ULP
 from portcheck.oracles import gelu as gelu_oracle
 from portcheck.oracles import philox
-from portcheck.tolerance import dot, exact, rounding
+from portcheck.tolerance import dot, exact, normalization, rounding
 
 BLOCK = 32          # elements per program of the 1-D kernels
 TILE = 16           # the matmuls' M and N tile
@@ -271,6 +273,39 @@ def _small_swappable(inputs):
     return strategy
 
 
+# ---- a LayerNorm: its variance in one pass -------------------------------------------------
+
+EPS = 1e-5
+
+
+@triton.jit
+def layernorm_kernel(x_ptr, y_ptr, stride, cols, eps, ONE_PASS: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride + offs, mask=offs < cols, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / cols
+    if ONE_PASS:   # E[x^2] - E[x]^2: the spread cancels against the offset
+        var = tl.sum(x * x, axis=0) / cols - mean * mean
+    else:
+        d = tl.where(offs < cols, x - mean, 0.0)
+        var = tl.sum(d * d, axis=0) / cols
+    tl.store(y_ptr + row * cols + offs, (x - mean) * tl.rsqrt(var + eps), mask=offs < cols)
+
+
+def _layernorm_launch(one_pass):
+    def launch(args, outs):
+        x = args["x"]
+        layernorm_kernel[(x.shape[0],)](x, outs["y"], x.stride(0), x.shape[1], EPS, one_pass,
+                                        BLOCK=triton.next_power_of_2(x.shape[1]))
+    return launch
+
+
+def _layernorm_oracle(args):
+    x = args["x"]
+    d = x - x.mean(dim=-1, keepdim=True)
+    return {"y": d * (d.square().mean(dim=-1, keepdim=True) + EPS).rsqrt()}
+
+
 # ---- registration -----------------------------------------------------------------------------
 
 def _case(name, dtype, **fields):
@@ -278,6 +313,10 @@ def _case(name, dtype, **fields):
 
 
 for suffix, bug in (("", True), ("_ok", False)):
+    _case(f"diag_one_pass_var{suffix}", "fp32", inputs=lambda d, m: S.row_inputs(d, min(m, 1024), max_rows=8),
+          make=lambda spec, device: {"x": S.row_tensor(spec, device)}, outputs=_y_like_x,
+          launch=_layernorm_launch(one_pass=bug), oracle=_layernorm_oracle,
+          tolerance=lambda a, r, d: {"y": normalization(a["x"], d, eps=EPS)})
     _case(f"diag_tf32_dot{suffix}", "fp32", inputs=_matmul_inputs(16, 64), make=_matmul_make,
           outputs=_matmul_outputs, launch=_matmul_launch(tf32_matmul_kernel, bug),
           oracle=lambda a: {"c": a["a"] @ a["b"]}, tolerance=_matmul_tolerance, reduction="K")
