@@ -47,13 +47,16 @@ def oracle_from_torch(fn, *outputs: str):
 
 def allocating_launcher(fn, *outputs: str):
     """A Case.launch from a launcher that allocates and returns its outputs (one tensor, a tuple
-    in the order of `outputs`, or a dict). Its results are copied into the harness's poisoned
-    buffers after a shape and dtype check; elements the kernel never writes then hold whatever
-    its own allocation held, so they are NOT detected: write into `outs` to have them caught."""
+    in the order of `outputs`, or a dict). Its results are copied into the harness's buffers after
+    a shape and dtype check. Elements the kernel never writes are caught when the launcher
+    allocates with torch.empty or its kin, which hold the harness's poison during a check
+    (guards.poisoned_allocations); a store past the end of its own allocation is NOT detected (no
+    guard bands surround it): write into `outs` to have those caught too."""
     outputs = outputs or ("out",)
     warnings.warn(AllocatedOutputWarning(
-        f"{fn.__name__} allocates its own outputs: portcheck copies them into its poisoned buffers, "
-        "so output elements the kernel leaves unwritten are not detected"), stacklevel=2)
+        f"{fn.__name__} allocates its own outputs: portcheck copies them into its guarded buffers, so "
+        "a store past their ends is not detected (unwritten elements are, when they come from torch.empty)"),
+        stacklevel=2)
 
     def launch(args: dict, outs: dict) -> None:
         for name, got in _named(_call(fn, args), outputs, fn.__name__).items():

@@ -11,12 +11,19 @@ fused tensor) are re-homed together, keeping their relative offsets.
 
 Data pointers keep their address modulo 256 (outputs: 256-byte aligned), so Triton's
 divisibility-by-16 specialization compiles the same kernel as without guards.
+
+What a launcher allocates itself during a launch (`torch.empty` and its kin: scratch, partial
+sums, counters, an allocating launcher's outputs) is filled with the output poison too
+(`poisoned_allocations`): a kernel that reads such memory before writing it, or leaves an element
+of a returned output unwritten, shows it on every run, not only when the allocator happens to
+hand back dirty memory.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 ALIGN = 256                # bytes: the data pointer's address modulo ALIGN is preserved
 MIN_GUARD_BYTES = 4096     # at least this much guard before and after each allocation
@@ -81,6 +88,31 @@ def poison_output(t: torch.Tensor) -> torch.Tensor:
     else:
         t.fill_(float("nan"))
     return t
+
+
+# the factories whose memory is uninitialized; resize_ and set_ grow storage rarely in launchers
+EMPTY_FACTORIES = frozenset({torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty})
+
+
+def poisoned_allocations(fill: dict = OUTPUT_POISON) -> "_PoisonedAllocations":
+    """A context inside which every tensor an EMPTY_FACTORIES call returns holds `fill`'s value
+    for its dtype (the output poison by default; FINITE_FILL for the confirming re-run), not
+    whatever the allocator's block held before. `.allocated` counts those tensors."""
+    return _PoisonedAllocations(fill)
+
+
+class _PoisonedAllocations(TorchFunctionMode):
+    def __init__(self, fill: dict):
+        super().__init__()
+        self.fill, self.allocated = fill, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))   # the mode is off inside its own handler
+        if (func in EMPTY_FACTORIES and isinstance(result, torch.Tensor) and result.numel()
+                and result.dtype in self.fill):
+            result.copy_(pattern(result.dtype, self.fill).view(result.dtype).to(result.device).expand(result.shape))
+            self.allocated += 1
+        return result
 
 
 def _guard_bytes(largest_stride_bytes: int) -> int:

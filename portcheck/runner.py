@@ -141,17 +141,19 @@ def _quiet_arithmetic(target_name: str):
 
 
 def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Checks,
-                input_bands: list, clock: PhaseClock = NO_CLOCK) -> tuple[list[dict], list[str]]:
-    """Every launch's outputs, and the guard violations seen."""
+                input_bands: list, clock: PhaseClock = NO_CLOCK) -> tuple[list[dict], list[str], int]:
+    """Every launch's outputs, the guard violations seen, and how many tensors the launcher
+    allocated itself (torch.empty and kin, poisoned: guards.poisoned_allocations)."""
     device = TARGETS[target_name].device
     in_place = {n: args[n].clone() for n in case.in_place if not input_bands and n in args}
-    runs, violations = [], []
+    runs, violations, allocated = [], [], 0
     for launch in range(checks.launches):
         with clock.timing("launches"):
             outs, bands = _outputs(case, args, device, checks.guards)
-            with _program_order(target_name, spec, launch):
+            with _program_order(target_name, spec, launch), guards.poisoned_allocations() as allocations:
                 case.launch(args, outs)
             synchronize(target_name)
+            allocated += allocations.allocated
         runs.append(outs)
         with clock.timing("compare"):
             for band in [*bands, *input_bands]:
@@ -162,7 +164,7 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
                     band.raw.copy_(band.snapshot)
             for n, before in in_place.items():
                 args[n].copy_(before)
-    return runs, violations
+    return runs, violations, allocated
 
 
 def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
@@ -310,7 +312,7 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
               keep: dict | None, checks: Checks, explain: bool, clock: PhaseClock) -> list[Comparison]:
     with clock.timing("inputs"):
         args, input_bands = _inputs(case, TARGETS[target_name].device, spec, checks)
-    runs, violations = _launch_all(case, target_name, spec, args, checks, input_bands, clock)
+    runs, violations, allocated = _launch_all(case, target_name, spec, args, checks, input_bands, clock)
     outs = runs[0]
     if keep is not None:
         keep.update(outs)
@@ -329,6 +331,8 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
             if explain and input_bands and unexplained_nan(comp):
                 _explain_nan(case, target_name, spec, [b.names for b in input_bands], name,
                              outs[name].shape, comp)
+            if explain and allocated and not comp.ok:
+                _explain_allocated(case, target_name, spec, name, outs[name], ref, comp)
             comps.append(comp)
             for launch, other in enumerate(runs[1:], start=2):
                 shuffled = (f" (programs in shuffled order, seed {order_seed(spec) + launch - 1})"
@@ -354,7 +358,8 @@ def _explain_nan(case: Case, target_name: str, spec: dict, input_names: list[lis
         args, _ = guards.rehome_inputs(case.make(spec, device), case.in_place, fill=guards.FINITE_FILL,
                                        poisoned=poisoned_input)
         outs, _ = _outputs(case, args, device, True)
-        case.launch(args, outs)
+        with guards.poisoned_allocations():
+            case.launch(args, outs)
         synchronize(target_name)
         return torch.isfinite(outs[name].detach().cpu().flatten().to(torch.float64))
 
@@ -370,6 +375,34 @@ def _explain_nan(case: Case, target_name: str, spec: dict, input_names: list[lis
                     f"turn finite when those hold a finite value; {comp.mismatches} elements out of tolerance")
 
 
+def _explain_allocated(case: Case, target_name: str, spec: dict, name: str, out: torch.Tensor,
+                       ref: torch.Tensor, comp: Comparison) -> None:
+    """A NaN (or the poison) where the reference is finite came from memory the launcher allocated
+    itself if it turns finite when that memory holds a finite value instead: run the example
+    again so, and say so in the message."""
+    device = TARGETS[target_name].device
+    args, _ = guards.rehome_inputs(case.make(spec, device), case.in_place)
+    outs, _ = _outputs(case, args, device, True)
+    with guards.poisoned_allocations(guards.FINITE_FILL):
+        case.launch(args, outs)
+    synchronize(target_name)
+
+    def finite(t):
+        return torch.isfinite(t.detach().cpu().flatten().to(torch.float64))
+    if not out.dtype.is_floating_point or outs[name].shape != out.shape:
+        return
+    moved = ~finite(out) & finite(outs[name]) & finite(ref.to(torch.float64))
+    if not bool(moved.any()):
+        return
+    first = int(moved.nonzero()[0])
+    comp.message = (f"{name}: read before written: {int(moved.sum())} of {comp.total} elements (first at "
+                    f"{flat_to_index(first, out.shape)}) depend on memory the launcher allocated itself "
+                    "(torch.empty or kin): NaN while it holds the harness's poison, finite when it holds "
+                    f"{guards.FINITE_FILL[torch.float32]}: the kernel read it before writing it (a buffer "
+                    "assumed zero: torch.zeros?) or left it unwritten in an output the launcher returned; "
+                    f"{comp.mismatches} elements out of tolerance")
+
+
 @dataclass
 class _Search:
     examples: int = 0
@@ -378,7 +411,9 @@ class _Search:
     message: str = ""
     metrics: dict = field(default_factory=lambda: _fold_metrics({}, []))
     tolerance: dict = field(default_factory=dict)
-    unexplained_nan: bool = False     # the failing example's output holds a NaN of unknown origin
+    nan_to_explain: bool = False      # the failing example's output holds a NaN or Inf (or the poison)
+                                      # where the reference is finite: from outside an input, or from
+                                      # what the launcher allocated?
     failed: list = field(default_factory=list)   # the failing example's failing comparisons
     fault: BaseException | None = None   # the last exception an example raised (hypothesis shrinks errors too)
     faulting: dict | None = None          # ... and its input
@@ -542,7 +577,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         if bad:
             search.failing, search.message, search.failed = example, "; ".join(c.message for c in bad), bad
             search.failing_metrics = _fold_metrics({}, comps)
-            search.unexplained_nan = any(unexplained_nan(c) for c in bad)
+            search.nan_to_explain = any(unexplained_nan(c) or c.max_ulp == math.inf for c in bad)
             search.failing_autotune = autotuned.launched()
             raise CaseFailed(search.message)
         if hypothesis.currently_in_test_context():   # the search's own inputs, not the ones added after it
@@ -584,7 +619,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         clock.shrinking = False
         with running_as(), _quiet_arithmetic(target_name), clock.timing("diagnosis"), \
                 autotuned.choosing(search.failing):
-            if search.unexplained_nan and (checks or CHECKS).guards:   # only the example reported
+            if search.nan_to_explain and (checks or CHECKS).guards:   # only the example reported
                 comps = evaluate(case, target_name, search.failing, factor, reason, checks=checks, explain=True)
                 search.failed = [c for c in comps if not c.ok]
                 result.message = "; ".join(c.message for c in search.failed)

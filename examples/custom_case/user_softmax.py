@@ -2,9 +2,10 @@
 output), checked by portcheck with the Case below: 12 lines beyond the kernel and launcher.
 
 It declares no `variants`: `portcheck compile` captures the launches from the launcher, once
-per arch. `allocating_launcher` copies the returned output into portcheck's poisoned buffers,
-so elements the kernel leaves unwritten are not detected (a launcher that writes into `outs`
-has them caught: see axpy.py).
+per arch. `allocating_launcher` copies the returned output into portcheck's guarded buffers;
+the launcher's `torch.empty` holds portcheck's poison during a check, so elements the kernel
+leaves unwritten are caught, but a store past the end of that allocation is not (a launcher that
+writes into `outs` has those caught too: see axpy.py).
 """
 import torch
 import triton

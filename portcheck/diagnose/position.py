@@ -17,6 +17,9 @@ _MESSAGES = (
                                              "tail mask (or the wrong bound)", REPRODUCED),
     (("out-of-bounds write", "padding"), "a store into an input's padding: a wrong stride or mask", REPRODUCED),
     (("out-of-bounds read",), "a load without its mask: it reads outside its input", EXPLAINED),
+    (("read before written",), "memory the launcher allocated (torch.empty or kin) read before it is "
+                               "written: a buffer assumed to hold zeros, or an output left partly unwritten",
+     REPRODUCED),
     (("modified:",), "a store into an input the case does not declare in Case.in_place", REPRODUCED),
     (("nondeterministic",), "the result depends on the order of the programs: a race (read-modify-write of "
                             "shared data) or an unordered atomic or split reduction", EXPLAINED),

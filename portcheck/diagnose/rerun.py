@@ -97,7 +97,8 @@ def run(case: Case, target_name: str, spec: dict) -> Run:
     target = TARGETS[target_name]
     args, _ = guards.rehome_inputs(case.make(spec, target.device), case.in_place)
     outs = _fresh_outputs(case, args, target.device)
-    case.launch(args, outs)
+    with guards.poisoned_allocations():
+        case.launch(args, outs)
     if target.is_gpu:
         torch.cuda.synchronize()
     args64 = float64_args(args)

@@ -1,7 +1,8 @@
 """The user softmax of examples/custom_case (a Case of 12 lines beyond its kernel and launcher,
 its tolerance from portcheck.tolerance.softmax) still catches real softmax bugs: a missing max
-subtraction (exp overflows for large logits) and an fp16 accumulator; the correct kernel passes
-the same search. Runs on the interpreter (the mode is fixed before these kernels are decorated).
+subtraction (exp overflows for large logits), an fp16 accumulator, and a store mask that leaves
+the last column of the output its launcher allocated unwritten; the correct kernel passes the
+same search. Runs on the interpreter (the mode is fixed before these kernels are decorated).
 """
 import dataclasses
 import os
@@ -48,6 +49,16 @@ def fp16_sum_kernel(x_ptr, y_ptr, x_stride, y_stride, cols, BLOCK: tl.constexpr)
     tl.store(y_ptr + row * y_stride + offs, (e / total).to(y_ptr.dtype.element_ty), mask=offs < cols)
 
 
+@triton.jit
+def short_store_kernel(x_ptr, y_ptr, x_stride, y_stride, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * y_stride + offs, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty),
+             mask=offs < cols - 1)                          # BUG: the last column is never stored
+
+
 def _with_kernel(kernel):
     def softmax(x):
         y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -78,3 +89,11 @@ def test_an_fp16_accumulator_is_caught():
     r = _check(_with_kernel(fp16_sum_kernel), "fp32")
     assert r.verdict == "fail", r.message
     assert r.message.startswith("y:"), r.message
+
+
+def test_an_allocating_launcher_that_leaves_elements_unwritten_is_caught():
+    """Its torch.empty output holds the harness's poison during the launch (guards.poisoned_allocations),
+    not whatever the allocator's block held: the unwritten column shows on every run."""
+    r = _check(_with_kernel(short_store_kernel), "fp32")
+    assert r.verdict == "fail", r.message
+    assert "never written" in r.message or "read before written" in r.message, r.message

@@ -44,6 +44,8 @@ PLANTED = {  # case -> the words its failure must contain, given the failing inp
                                         f"(from byte {-4 * spec['cols']} to -1 relative to its start)"),
     "planted_past_end": lambda spec: "out-of-bounds write: 4 bytes after y (from byte 0 to 3 past its end)",
     "planted_k_tail": lambda spec: "out-of-bounds read: output elements depend on memory outside input",
+    "planted_scratch": lambda spec: (f"total: read before written: {spec.get('totals', 1)} of {spec.get('totals', 1)} "
+                                     "elements (first at [0]) depend on memory the launcher allocated itself"),
 }
 
 

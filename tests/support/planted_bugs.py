@@ -9,8 +9,9 @@ otherwise. Each bug is one that output comparison alone misses or catches only b
   planted_k_tail       a matmul without the K-tail mask: reads past the end of its inputs
   planted_race         a read-modify-write of a total by many programs: order-dependent
   planted_atomic       fp32 atomic_add totals, not declared nondeterministic
+  planted_scratch      atomic_add totals into a scratch buffer from torch.empty, assumed zero
 The `*_ok` cases are the same kernels done right (planted_atomic_ok declares itself
-nondeterministic).
+nondeterministic; both planted_scratch cases do, and the right one zeroes its scratch).
 """
 import torch
 import triton
@@ -202,6 +203,12 @@ def _total_launch(kind):
             sum_partials_kernel[(totals,)](parts, total, grid[0], TOTALS=totals,
                                            BLOCK=triton.next_power_of_2(triton.cdiv(grid[0], totals)))
             return
+        if kind.startswith("scratch"):   # the totals gathered in a buffer of the launcher's own
+            scratch = (torch.zeros if kind == "scratch_zeroed" else torch.empty)(totals, dtype=torch.float32,
+                                                                                 device=x.device)
+            total_kernel[grid](x, scratch, x.numel(), TOTALS=totals, ATOMIC=True, BLOCK=BLOCK)
+            total.copy_(scratch)
+            return
         total.zero_()
         total_kernel[grid](x, total, x.numel(), TOTALS=totals, ATOMIC=kind == "atomic", BLOCK=BLOCK)
     return launch
@@ -251,3 +258,6 @@ for suffix, right in (("", False), ("_ok", True)):
           _total_launch("two_pass" if right else "read_modify_write"), _total_oracle, _total_tolerance)
     _case(f"planted_atomic{suffix}", _total_inputs, _total_make, _total_outputs,
           _total_launch("atomic"), _total_oracle, _total_tolerance, nondeterministic=right)
+    _case(f"planted_scratch{suffix}", _total_inputs, _total_make, _total_outputs,
+          _total_launch("scratch_zeroed" if right else "scratch"), _total_oracle, _total_tolerance,
+          nondeterministic=True)
