@@ -22,9 +22,11 @@ from .dtypes import fmt
 PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381)
 
 # Value regimes a case may accept. "offset" puts each row far from zero relative to its spread
-# (offset_ratio()), where a one-pass variance E[x^2] - E[x]^2 cancels. "special" puts +-inf and
-# NaN among normal values and belongs only to kernels whose result is defined for them.
-REGIMES = ("normal", "large", "tiny", "equal", "offset", "special")
+# (offset_ratio()), where a one-pass variance E[x^2] - E[x]^2 cancels. "zeros" makes the first
+# row and about half the others all zero (padding tokens), where a scale or a norm taken from the
+# row divides by zero. "special" puts +-inf and NaN among normal values and belongs only to
+# kernels whose result is defined for them.
+REGIMES = ("normal", "large", "tiny", "equal", "offset", "zeros", "special")
 # offset's largest ratio of a row's offset to its spread: 2**12 leaves an fp32 accumulator's
 # E[x^2] - E[x]^2 about one unit of the variance (u(fp32) * 2**24)
 OFFSET_MOST_LOG2 = 12
@@ -194,6 +196,10 @@ def values(shape, dtype: str, regime: str, gen: torch.Generator, scale: float = 
         # each row: +-c plus its normal spread, the sign drawn per row
         sign = normal((*shape[:-1], 1), gen).sign_()
         base.add_(sign.mul_(offset_ratio(dtype) * scale))
+    elif regime == "zeros":
+        kept = normal((*shape[:-1], 1), gen) > 0
+        kept.view(-1)[0] = False   # the first row always: a one-row input is a zero row
+        base.mul_(kept)
     elif regime == "special":
         flat = base.flatten()
         n = flat.numel()

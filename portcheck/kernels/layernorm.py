@@ -211,7 +211,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.
 
 # ---- the cases -------------------------------------------------------------------------------
 
-REGIMES = ("normal", "large", "tiny", "equal", "offset")   # inf/NaN make a whole row NaN: nothing to check
+REGIMES = ("normal", "large", "tiny", "equal", "offset", "zeros")   # inf/NaN make a whole row NaN: nothing to check
 
 
 def _make(long_rows: bool):

@@ -42,7 +42,7 @@ STAGGER_PHASES = 4
 STAGGER_STEP = 0.21
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 EPSILONS = (1e-5, 1e-6, 1e-12)
-REGIMES = ("normal", "large", "tiny", "equal", "offset")   # inf/NaN: not a checked input of a normalisation
+REGIMES = ("normal", "large", "tiny", "equal", "offset", "zeros")   # inf/NaN: not a checked input of a normalisation
 
 
 @triton.jit

@@ -51,6 +51,16 @@ def test_offset_rows_are_the_normal_rows_moved_by_a_signed_multiple_of_their_spr
     assert torch.equal(moved, (spread + sign * ratio * 0.5).to(fmt(dtype).torch_dtype).to(torch.float64))
 
 
+def test_zero_rows_are_the_first_and_about_half_the_others_the_rest_as_drawn():
+    """Padding tokens: a scale or a norm taken from an all-zero row divides by zero."""
+    drawn = S.values((64, 8), "fp32", "normal", S.generator(9))
+    zeros = S.values((64, 8), "fp32", "zeros", S.generator(9))
+    zero_rows = (zeros == 0).all(dim=1)
+    assert zero_rows[0] and 16 < int(zero_rows.sum()) < 48
+    assert torch.equal(zeros[~zero_rows], drawn[~zero_rows])
+    assert bool((S.values((5,), "bf16", "zeros", S.generator(1)) == 0).all())   # one row: zero
+
+
 def test_the_session_seed_is_fixed_under_a_derandomized_profile_only():
     assert S.session_seed("ci") == S.session_seed("ci") == 0   # a gate: the same examples every run
     seeds = {S.session_seed("dev") for _ in range(8)}

@@ -19,7 +19,7 @@ from .launcher import (FP8_DTYPES, IN_DTYPES, dequant, device_fp8, fp8_for, min_
 
 # ---- inputs ---------------------------------------------------------------------------------
 
-QUANT_REGIMES = ("normal", "large", "tiny", "equal", "special", "ties")
+QUANT_REGIMES = ("normal", "large", "tiny", "equal", "zeros", "special", "ties")
 
 
 def _positive_grid(out_dtype: torch.dtype) -> torch.Tensor:
