@@ -1,9 +1,10 @@
-"""Cancellation: a failing example of the offset regime again with its rows centred.
+"""The rows' offset: a failing example of the offset regime again with its rows centred.
 
 The offset regime (`strategies.values`) puts each row at +-c plus its spread. A kernel that
 measures a spread around zero (a one-pass variance E[x^2] - E[x]^2, a sum of squares taken before
-the mean is) loses the spread to cancellation there: the same spec in the normal regime draws the
-same spread without the offset, and a kernel that passes it has the cancellation as its cause.
+the mean is) loses the spread to cancellation there, and one that takes a masked lane's 0 into a
+max or min gets it wrong on rows all of one sign. The same spec in the normal regime draws the
+same spread without the offset: a kernel that passes it fails on the offset alone.
 """
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ def cancellation(case: Case, target_name: str, run: Run, maps: list[OutputMap], 
         if other is None or other.failing:
             continue
         found.append(Finding(
-            "offset", "cancellation: the rows' spread is lost to their offset from zero (a one-pass variance "
-            "E[x^2] - E[x]^2, or squares summed before the mean is taken out?)",
+            "offset", "the rows' offset from zero: the same rows centred pass (a one-pass variance "
+            "E[x^2] - E[x]^2 cancelling, or a masked lane's 0 taken into the max or min of rows all of one sign?)",
             f"worst error/tolerance {m.worst:.3g} with each row at +-{ratio:g} times its spread, "
             f"{other.worst:.2g} for the same rows centred", EXPLAINED, m.name))
     return found

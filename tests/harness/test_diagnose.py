@@ -39,7 +39,7 @@ PLANTED = {  # case -> (a failing input, words of the cause that must rank first
     "diag_gelu_tanh": ({"dtype": "fp32", "n": 100, "seed": 1}, "the tanh approximation of GELU where the erf form is meant"),
     "diag_exp_overflow": ({"dtype": "fp32", "n": 200, "seed": 1}, "tl.exp's ex2.approx at large arguments"),
     "diag_one_pass_var": ({"dtype": "fp32", "rows": 3, "cols": 100, "regime": "offset", "layout": "padded", "seed": 1},
-                          "cancellation: the rows' spread is lost to their offset from zero"),
+                          "the rows' offset from zero: the same rows centred pass (a one-pass variance"),
 }
 
 
