@@ -66,6 +66,15 @@ def test_quant_codes_take_the_far_layout_with_their_format_nan(low_boundary):
         assert (after == fill).all()
 
 
+def test_the_many_rows_input_has_16_rows_a_unit_and_3_and_passes_the_grid_axis_limit():
+    spec = {"dtype": "bf16", "rows": 5, "cols": 4000, "regime": "equal", "layout": "padded", "seed": 1}
+    h200 = runner.many_rows_example(spec, 132)
+    assert h200 == {**spec, "rows": 65537, "cols": 2**24 // 65537, "regime": "normal"}
+    assert runner.many_rows_example(spec, 8192)["rows"] == 16 * 8192 + 3
+    # tokens of heads x dims: no row length to cut, so 16 a unit and 3 (65,537 could take gigabytes)
+    assert runner.many_rows_example({"dtype": "fp16", "tokens": 2, "layout": "contiguous", "seed": 0}, 132)["tokens"] == 2115
+
+
 def test_a_row_layout_input_gives_the_far_example():
     spec = {"dtype": "fp32", "rows": 1, "cols": 9, "layout": "padded", "seed": 3}
     assert runner.far_rows_base(spec)
@@ -89,6 +98,7 @@ def far_on_the_interpreter(monkeypatch, low_boundary):
     # the many-rows input before it: 16 x 1 + 3 = 19 rows, as on a GPU of one SM
     monkeypatch.setattr(runner.facts_device, "compute_units", lambda device=None: 1)
     monkeypatch.setattr(runner, "MANY_ROWS_ELEMENTS", 2048)   # 19 rows stay within the low boundary
+    monkeypatch.setattr(runner, "MANY_ROWS_AT_LEAST", 0)       # 65,537 programs: minutes on the interpreter
 
 
 def _check(case):
@@ -204,6 +214,25 @@ def test_a_row_loop_that_carries_state_fails_on_many_rows(far_on_the_interpreter
     assert "--replay" in result.reproduce
 
 
+@pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
+def test_a_launch_refused_on_many_rows_fails_its_case_with_the_hint(far_on_the_interpreter):
+    """As the driver refuses a grid whose second axis passes 65,535 programs: here past 4 rows,
+    which the search (at most 4 rows) never reaches and the many-rows input (19) does."""
+    base = cases.get("softmax")
+
+    def launch(args, outs):
+        if args["x"].shape[0] > 4:
+            raise RuntimeError("Triton Error [CUDA]: invalid argument")
+        base.launch(args, outs)
+    case = dataclasses.replace(base, name="softmax_grid_refused", launch=launch, bench=(), variants=None,
+                               baselines=None, inputs=lambda dtype, most: base.inputs(dtype, most).map(
+                                   lambda spec: {**spec, "rows": min(spec["rows"], 4)}))
+    result = _check(case)
+    hint = runner.MANY_HINT.format(rows=19, per=runner.MANY_ROWS_PER_UNIT)
+    assert result.verdict in ("fail", "error") and result.message.startswith(hint), result.message
+    assert "invalid argument" in result.message and result.failing_input["rows"] == 19
+
+
 def test_inputs_past_the_rehome_limit_stay_in_place(monkeypatch):
     """A far input is not copied into guards (a row stride each side, tens of GB at 2**31): not by
     the check, the diagnosis's re-run or the NaN explanation, which all re-home through guards."""
@@ -297,6 +326,26 @@ def stale_launch(args, outs):
 
 cases.register(dataclasses.replace(cases.get("softmax"), name="softmax_stale_sum", launch=stale_launch,
                                    bench=(), variants=None, baselines=None))
+
+
+@triton.jit
+def softmax_grid_y_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(1).to(tl.int64)    # the rows on the grid's second axis
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * y_stride + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def grid_y_launch(args, outs):
+    x, y = args["x"], outs["y"]
+    # BUG: a grid's second axis takes at most 65,535 programs
+    softmax_grid_y_kernel[(1, x.shape[0])](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                           BLOCK=triton.next_power_of_2(x.shape[1]))
+
+
+cases.register(dataclasses.replace(cases.get("softmax"), name="softmax_grid_y", launch=grid_y_launch,
+                                   bench=(), variants=None, baselines=None))
 '''
 
 
@@ -308,7 +357,8 @@ def test_planted_row_bugs_fail_on_the_inputs_the_search_does_not_draw(tmp_path):
     (tmp_path / "planted_int32.py").write_text(textwrap.dedent(PLANTED))
     out = tmp_path / "report"
     proc = subprocess.run([sys.executable, "-m", "portcheck", "run", "--target", "cuda", "--cases", "planted_int32",
-                           "--kernel", "softmax_int32_rows,softmax_stale_sum,softmax", "--dtype", "bf16", "--profile", "ci",
+                           "--kernel", "softmax_int32_rows,softmax_stale_sum,softmax_grid_y,softmax", "--dtype", "bf16",
+                           "--profile", "ci",
                            "--no-time", "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     records = {r["case"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     planted, real = records["softmax_int32_rows"], records["softmax"]
@@ -318,4 +368,8 @@ def test_planted_row_bugs_fail_on_the_inputs_the_search_does_not_draw(tmp_path):
     assert real["verdict"] == "pass" and real["message"] == "", real    # int64 rows: the far example passed
     stale = records["softmax_stale_sum"]
     assert stale["verdict"] == "fail" and stale["message"].startswith("more rows than the search draws ("), stale
-    assert stale["failing_input"]["rows"] == runner.MANY_ROWS_PER_UNIT * torch.cuda.get_device_properties(0).multi_processor_count + 3
+    assert stale["failing_input"]["rows"] == max(runner.MANY_ROWS_AT_LEAST, runner.MANY_ROWS_PER_UNIT
+                                                 * torch.cuda.get_device_properties(0).multi_processor_count + 3)
+    grid_y = records["softmax_grid_y"]   # a launch error, or rows left unwritten: either fails the case
+    assert grid_y["verdict"] in ("fail", "error") and grid_y["message"].startswith("more rows than the search draws ("), grid_y
+    assert grid_y["failing_input"]["rows"] == runner.MANY_ROWS_AT_LEAST
