@@ -109,7 +109,8 @@ class _PoisonedAllocations(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))   # the mode is off inside its own handler
         if (func in EMPTY_FACTORIES and isinstance(result, torch.Tensor) and result.numel()
-                and result.dtype in self.fill):
+                and result.dtype in self.fill
+                and not (result.is_cuda and torch.cuda.is_current_stream_capturing())):   # no copy in a capture
             result.copy_(pattern(result.dtype, self.fill).view(result.dtype).to(result.device).expand(result.shape))
             self.allocated += 1
         return result

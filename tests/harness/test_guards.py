@@ -119,6 +119,19 @@ def _storage_view(t, offset, size):
         t.untyped_storage(), t.storage_offset() + offset, (size,), (1,))
 
 
+def test_what_a_launcher_allocates_holds_the_poison_and_is_counted(device):
+    with guards.poisoned_allocations() as allocations:
+        made = [torch.empty(3, 4, device=device), torch.empty_like(torch.ones(2, device=device), dtype=torch.int32),
+                torch.zeros(1, device=device).new_empty((5,), dtype=torch.bfloat16),
+                torch.empty_strided((2, 3), (1, 2), dtype=torch.float16, device=device)]
+        zeroed = torch.zeros(4, device=device)                  # initialised: left alone
+    assert allocations.allocated == len(made)
+    assert all(bool(guards.is_output_poison(t).all()) for t in made) and not bool(zeroed.any())
+    with guards.poisoned_allocations(guards.FINITE_FILL):   # the confirming re-run's fill
+        assert torch.empty(2, device=device).tolist() == [2.5, 2.5]
+    assert not bool(guards.is_output_poison(torch.zeros(2, device=device)).any())
+
+
 def test_an_output_sits_256_byte_aligned_between_guards_that_catch_a_write(device):
     band = guards.guarded_output("y", (3, 5), torch.float32, device)
     assert band.tensor.device.type == torch.device(device).type
