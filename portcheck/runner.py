@@ -387,18 +387,22 @@ def _explain_allocated(case: Case, target_name: str, spec: dict, name: str, out:
     """A NaN (or the poison) where the reference is finite came from memory the launcher allocated
     itself if it turns finite when that memory holds a finite value instead: run the example
     again so, and say so in the message."""
+    def finite(t):
+        return torch.isfinite(t.detach().cpu().flatten().to(torch.float64))
+    if not out.dtype.is_floating_point:
+        return
+    suspect = ~finite(out) & finite(ref)
+    if not bool(suspect.any()):
+        return
     device = TARGETS[target_name].device
     args, _ = guards.rehome_inputs(case.make(spec, device), case.in_place)
     outs, _ = _outputs(case, args, device, True)
     with guards.poisoned_allocations(guards.FINITE_FILL):
         case.launch(args, outs)
     synchronize(target_name)
-
-    def finite(t):
-        return torch.isfinite(t.detach().cpu().flatten().to(torch.float64))
-    if not out.dtype.is_floating_point or outs[name].shape != out.shape:
+    if outs[name].shape != out.shape:
         return
-    moved = ~finite(out) & finite(outs[name]) & finite(ref.to(torch.float64))
+    moved = suspect & finite(outs[name])
     if not bool(moved.any()):
         return
     first = int(moved.nonzero()[0])
