@@ -5,7 +5,7 @@ located > hint).
     where         position.py   the error map by position, and the check's own guard messages
     how much      magnitude.py  candidate precisions modelled on the inputs and the output
                   reduction.py  growth of the error with the reduction length (K/2, K, 2K)
-                  offset.py     an offset-regime failure again with its rows centred (cancellation)
+                  offset.py     an offset-regime failure again with its rows centred
     which function function.py  a declared function's weak region; GELU's two forms
     random numbers rng.py       the Philox model replayed under the common mistakes
     across vendors vendors.py   `portcheck diff`: each difference between two runs classified
@@ -54,7 +54,7 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
         ("the precision models", lambda: magnitude.precision(case, run, numeric, arch)),
         ("the GELU forms", lambda: function.gelu_form(run, numeric)),
         ("the math regions", lambda: function.math_region(case, run, numeric)),
-        ("the centred rows", lambda: offset.cancellation(case, target, run, failing, deadline)),
+        ("the centred rows", lambda: offset.centred_rows(case, target, run, failing, deadline)),
         ("the reduction lengths", lambda: reduction.growth(case, target, run, numeric, deadline)),
     )
     for name, experiment in experiments:

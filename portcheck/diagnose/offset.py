@@ -17,7 +17,7 @@ from .finding import EXPLAINED, FAILED, Finding
 from .rerun import OutputMap, Run
 
 
-def cancellation(case: Case, target_name: str, run: Run, maps: list[OutputMap], deadline: float) -> list[Finding]:
+def centred_rows(case: Case, target_name: str, run: Run, maps: list[OutputMap], deadline: float) -> list[Finding]:
     if run.spec.get("regime") != "offset" or not maps:
         return []
     if time.monotonic() > deadline:

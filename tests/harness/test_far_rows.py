@@ -330,18 +330,28 @@ cases.register(dataclasses.replace(cases.get("softmax"), name="softmax_stale_sum
 
 @triton.jit
 def softmax_grid_y_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
-    row = tl.program_id(1).to(tl.int64)    # the rows on the grid's second axis
-    cols = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
-    e = tl.exp(x - tl.max(x, axis=0))
-    tl.store(y_ptr + row * y_stride + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+    # a looped softmax (one compilation for every row length) with its rows on the grid's second axis
+    row = tl.program_id(1).to(tl.int64)
+    x_row, y_row, cols = x_ptr + row * x_stride, y_ptr + row * y_stride, tl.arange(0, BLOCK)
+    top = tl.full([BLOCK], -float("inf"), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        top = tl.maximum(top, tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32))
+    m = tl.max(top, axis=0)
+    total = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32)
+        total += tl.exp(x - m)
+    s = tl.sum(total, axis=0)
+    for start in range(0, n_cols, BLOCK):
+        ok = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=ok, other=-float("inf")).to(tl.float32)
+        tl.store(y_row + start + cols, (tl.exp(x - m) / s).to(y_ptr.dtype.element_ty), mask=ok)
 
 
 def grid_y_launch(args, outs):
     x, y = args["x"], outs["y"]
     # BUG: a grid's second axis takes at most 65,535 programs
-    softmax_grid_y_kernel[(1, x.shape[0])](x, y, x.shape[1], x.stride(0), y.stride(0),
-                                           BLOCK=triton.next_power_of_2(x.shape[1]))
+    softmax_grid_y_kernel[(1, x.shape[0])](x, y, x.shape[1], x.stride(0), y.stride(0), BLOCK=1024)
 
 
 cases.register(dataclasses.replace(cases.get("softmax"), name="softmax_grid_y", launch=grid_y_launch,
