@@ -266,8 +266,19 @@ def many_rows_example(spec: dict, units: int) -> dict:
     rows = max(MANY_ROWS_PER_UNIT * units + 3, MANY_ROWS_AT_LEAST if "cols" in spec else 0)
     out = {**spec, key: rows, **({"regime": "normal"} if "regime" in spec else {})}
     if "cols" in spec:
-        out["cols"] = max(1, min(spec["cols"], MANY_ROWS_ELEMENTS // rows))
+        out["cols"] = _cut(spec["cols"], max(1, MANY_ROWS_ELEMENTS // rows))
     return out
+
+
+def _cut(cols: int, most: int) -> int:
+    """cols cut to at most `most`, keeping the largest power of two that divides it (up to what
+    `most` allows): a launcher that asks for a row length divisible by 8 or 128 still gets one."""
+    if cols <= most:
+        return cols
+    align = cols & -cols
+    while align > most:
+        align //= 2
+    return most // align * align
 
 
 class FarRowsUnsupported(Exception):
