@@ -52,6 +52,11 @@ def softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride,
 
 
 @triton.jit
+def _max_keeping_nan(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK: tl.constexpr,
                           PREFETCH: tl.constexpr = False):
     """Persistent: program p takes rows p, p + P, p + 2P, ... (P programs), so the rows in flight
@@ -106,7 +111,9 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
             # a group of only -inf (its exp arguments (-inf) - (-inf), NaN) sums to 0, tested once
             # a group, and an empty sum (only -inf so far) is skipped in the merge.
             # The max element of a group adds exp(0) = 1: a group with a finite value sums >= 1.
-            g_max = tl.max(x, axis=1)
+            # The group's max is NaN where it holds a NaN (tl.max would skip it, and a group of a
+            # NaN and -infs, the tail of a row, would then count as empty and drop the NaN).
+            g_max = tl.reduce(x, 1, _max_keeping_nan)
             g_sum = tl.where(g_max == -float("inf"), 0.0,
                              tl.sum(tl.math.exp2((x - g_max[:, None]) * LOG2E), axis=1))
             new = tl.maximum(m, g_max)

@@ -205,7 +205,7 @@ def test_programs_out_of_phase_keep_every_bit(monkeypatch, family, kernel, progr
 def _special_rows() -> torch.Tensor:
     """Rows whose softmax IEEE arithmetic defines, chunk 32 so each lane sees 4 columns."""
     g = torch.Generator().manual_seed(2)
-    x = torch.randn(10, COLS, generator=g) * 4
+    x = torch.randn(11, COLS, generator=g) * 4
     x[0] = float("-inf")                                # all -inf: exp(-inf - -inf) is NaN
     x[1, 70] = float("inf")                             # +inf: inf - inf is NaN, the whole row NaN
     x[2, 5] = float("nan")                              # NaN anywhere: the whole row NaN
@@ -217,7 +217,10 @@ def _special_rows() -> torch.Tensor:
     x[7] = -torch.arange(COLS, dtype=torch.float32)     # the max comes first
     x[8, :] = 3e38                                      # huge and equal: no overflow, 1/n each
     x[9] = torch.linspace(0, -110, COLS)                # exp down to 2^-159: subnormal fp32
-    return x                                            #   outputs, none flushed to 0
+                                                        #   outputs, none flushed to 0
+    x[10, 96:99] = float("-inf")                        # a NaN whose 16-byte group holds only
+    x[10, 99] = float("nan")                            #   -inf besides: still the whole row NaN
+    return x
 
 
 @needs_device
@@ -227,7 +230,7 @@ def test_softmax_long_keeps_ieee_semantics_on_every_lane(programs):
     outs = _run("softmax", {"x": x}, programs)
     _check_against_oracle("softmax", {"x": x}, outs)   # NaN where the oracle has NaN, only there
     y = outs["y"].cpu()
-    assert torch.isnan(y[[0, 1, 2, 4, 5]]).all()
+    assert torch.isnan(y[[0, 1, 2, 4, 5, 10]]).all()
     assert (y[3, ::3] == 0).all() and not torch.isnan(y[3]).any()
     assert torch.allclose(y[8], torch.full((COLS,), 1 / COLS))
     tiny = torch.finfo(torch.float32).tiny
