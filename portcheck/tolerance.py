@@ -103,21 +103,24 @@ def row_reduction(terms: torch.Tensor, out: str, acc: str = "fp32", ops: int = 0
 def normalization(x: torch.Tensor, out: str, acc: str = "fp32", eps: float = 0.0, centered: bool = True,
                   weight: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> Tolerance:
     """y = (x - mean) * rstd * w + b over the last dimension (LayerNorm; RMSNorm with
-    centered=False: no mean, rstd from the mean square). The mean errs by (n+2) u M (M = max|x|),
-    which moves every x - m by t = (n+2) u M s in units of the row's sigma (s = rstd); rstd errs by
-    e = ((n+4) u + 2t + t^2)/2 + RSQRT_ULP u; then y_i by |w_i x^_i| (e + 4u) + |w_i| t (1 + e)
+    centered=False: no mean, rstd from the mean square). The mean errs by (n+2) (u M + sub)
+    (M = max|x|; each of its n+2 roundings errs by u of its value, or by a subnormal step of the
+    accumulator where it lands among the subnormals, as a mean of subnormal inputs does), which
+    moves every x - m by t = (n+2) (u M + sub) s in units of the row's sigma (s = rstd); rstd errs
+    by e = ((n+4) u + 2t + t^2)/2 + RSQRT_ULP u; then y_i by |w_i x^_i| (e + 4u) + |w_i| t (1 + e)
     + |b_i| u."""
     from .facts.numerics import RSQRT_ULP
     n = x.shape[-1]
     u, o = fmt(acc).unit_roundoff, fmt(out)
     mean = x.mean(dim=-1, keepdim=True) if centered else torch.zeros_like(x[..., :1])
     s = ((x - mean).square().mean(dim=-1, keepdim=True) + eps).rsqrt()
-    t = (n + 2) * u * x.abs().amax(dim=-1, keepdim=True) * s if centered else torch.zeros_like(s)
+    sub = fmt(acc).subnormal_step
+    t = (n + 2) * (u * x.abs().amax(dim=-1, keepdim=True) + sub) * s if centered else torch.zeros_like(s)
     e = ((n + 4) * u + 2 * t + t * t) / 2 + RSQRT_ULP * u
     w = weight.abs() if weight is not None else torch.ones_like(x[..., :1])
     b = bias.abs() if bias is not None else torch.zeros_like(x[..., :1])
     atol = w * (x - mean).abs() * s * (e + 4 * u) + w * t * (1 + e) + b * u + o.subnormal_step
-    kind = "t = (n+2) u M s" if centered else "t = 0 (no mean)"
+    kind = f"t = (n+2) (u M + sub({acc})) s" if centered else "t = 0 (no mean)"
     return Tolerance(o.unit_roundoff, atol,
                      f"rtol = u({out}); atol_i = |w_i x^_i| (e + 4u) + |w_i| t (1 + e) + |b_i| u + sub({out}), "
                      f"{kind}, e = ((n+4) u + 2t + t^2)/2 + {RSQRT_ULP} u; u = u({acc}), n = {n}, "

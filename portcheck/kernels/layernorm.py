@@ -247,8 +247,11 @@ def _oracle(args):
 def _tolerance(args, refs, dtype):
     """Condition-aware per-row bounds (u = u(fp32), n = row length, M = max_j |x_j|, s = rstd):
 
-    mean:  |dm| <= (n+2) u M                         (sum of n terms, the division by n)
-    t    = (n+2) u M s                               (the mean error, in units of the row's sigma)
+    mean:  |dm| <= (n+2) (u M + sub)                 (sum of n terms, the division by n; each
+                                                     rounding errs by u of its value, or by a
+                                                     subnormal step sub = sub(fp32) where it lands
+                                                     among the subnormals: a mean of tiny inputs)
+    t    = (n+2) (u M + sub) s                       (the mean error, in units of the row's sigma)
     rstd:  rel <= ((n+4) u + 2t + t^2)/2 + RSQRT_ULP u
            var = sum((x-m)^2)/n: n+4 roundings; a mean error d adds d^2/sigma^2 in two passes
            (the short-row kernel, and each chunk of the looped one), and the looped kernel's
@@ -261,7 +264,8 @@ def _tolerance(args, refs, dtype):
     u32, uo = fmt("fp32").unit_roundoff, fmt(dtype).unit_roundoff
     big = x.abs().amax(dim=-1)
     s = refs["rstd"]
-    t = (n + 2) * u32 * big * s
+    sub32 = fmt("fp32").subnormal_step
+    t = (n + 2) * (u32 * big + sub32) * s
     e_rstd = ((n + 4) * u32 + 2 * t + t * t) / 2 + RSQRT_ULP * u32
     w = args["weight"].abs() if args["weight"] is not None else torch.ones_like(x[0])
     b = args["bias"].abs() if args["bias"] is not None else torch.zeros_like(x[0])
@@ -271,12 +275,13 @@ def _tolerance(args, refs, dtype):
     where = f"n = {n}, u = u(fp32), M = max|x| and s = rstd per row"
     return {
         "y": Tolerance(uo, atol_y, f"rtol = u({dtype}); atol_i = |w_i x^_i| (e + 4u) + |w_i| t (1 + e) "
-                                   f"+ |b_i| u + sub({dtype}), t = (n+2) u M s, "
+                                   f"+ |b_i| u + sub({dtype}), t = (n+2) (u M + sub(fp32)) s, "
                                    f"e = ((n+4) u + 2t + t^2)/2 + {RSQRT_ULP} u; {where}"),
-        "mean": Tolerance(u32, (n + 2) * u32 * big + fmt("fp32").subnormal_step,
-                          f"rtol = u; atol = (n+2) u M + sub(fp32); {where}"),
-        "rstd": Tolerance(e_rstd + u32, fmt("fp32").subnormal_step,
-                          f"rtol = ((n+4) u + 2t + t^2)/2 + ({RSQRT_ULP}+1) u, t = (n+2) u M s; {where}"),
+        "mean": Tolerance(u32, (n + 2) * (u32 * big + sub32),
+                          f"rtol = u; atol = (n+2) (u M + sub(fp32)); {where}"),
+        "rstd": Tolerance(e_rstd + u32, sub32,
+                          f"rtol = ((n+4) u + 2t + t^2)/2 + ({RSQRT_ULP}+1) u, t = (n+2) (u M + sub(fp32)) s; "
+                          f"{where}"),
     }
 
 
