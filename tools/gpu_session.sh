@@ -9,7 +9,8 @@ OUT=${OUT:-/tmp/portcheck-gpu}
 mkdir -p "$OUT"
 TESTS=("$@")
 [ ${#TESTS[@]} -gt 0 ] || TESTS=(tests/harness/test_far_rows.py tests/harness/test_autotuned.py
-                                 tests/harness/test_guards.py tests/harness/test_diagnose.py)
+                                 tests/harness/test_guards.py tests/harness/test_diagnose.py
+                                 tests/kernels/test_long_rows.py)
 pip install --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
     || { tail -20 "$OUT/install.log"; echo "gpu_session: the install failed"; exit 1; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.total --format=csv
