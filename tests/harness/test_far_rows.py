@@ -265,25 +265,41 @@ from portcheck import cases
 
 
 @triton.jit
-def softmax_int32_rows_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
-    # a looped softmax (one compilation for every row length): max, sum, write
-    row = tl.program_id(0)                 # BUG: int32, so row * x_stride wraps past 2**31
-    x_row = x_ptr + row * x_stride
-    y_row = y_ptr + row.to(tl.int64) * y_stride
+def row_max(x_row, n_cols, BLOCK: tl.constexpr):
+    # a looped softmax's three passes over one row (one compilation for every row length)
     cols = tl.arange(0, BLOCK)
     top = tl.full([BLOCK], -float("inf"), tl.float32)
     for start in range(0, n_cols, BLOCK):
         top = tl.maximum(top, tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32))
-    m = tl.max(top, axis=0)
+    return tl.max(top, axis=0)
+
+
+@triton.jit
+def row_sum(x_row, n_cols, m, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
     total = tl.zeros([BLOCK], tl.float32)
     for start in range(0, n_cols, BLOCK):
         x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32)
         total += tl.exp(x - m)
-    s = tl.sum(total, axis=0)
+    return tl.sum(total, axis=0)
+
+
+@triton.jit
+def row_write(x_row, y_row, n_cols, m, s, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
     for start in range(0, n_cols, BLOCK):
         ok = start + cols < n_cols
         x = tl.load(x_row + start + cols, mask=ok, other=-float("inf")).to(tl.float32)
-        tl.store(y_row + start + cols, (tl.exp(x - m) / s).to(y_ptr.dtype.element_ty), mask=ok)
+        tl.store(y_row + start + cols, (tl.exp(x - m) / s).to(y_row.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def softmax_int32_rows_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)                 # BUG: int32, so row * x_stride wraps past 2**31
+    x_row = x_ptr + row * x_stride
+    y_row = y_ptr + row.to(tl.int64) * y_stride
+    m = row_max(x_row, n_cols, BLOCK)
+    row_write(x_row, y_row, n_cols, m, row_sum(x_row, n_cols, m, BLOCK), BLOCK)
 
 
 def launch(args, outs):
@@ -298,24 +314,13 @@ cases.register(dataclasses.replace(cases.get("softmax"), name="softmax_int32_row
 @triton.jit
 def softmax_stale_sum_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
     # a persistent looped softmax: one program per SM strides over the rows
-    cols = tl.arange(0, BLOCK)
     total = 0.0   # BUG: the sum starts once per program, not once per row
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
         y_row = y_ptr + tl.cast(row, tl.int64) * y_stride
-        top = tl.full([BLOCK], -float("inf"), tl.float32)
-        for start in range(0, n_cols, BLOCK):
-            top = tl.maximum(top, tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32))
-        m = tl.max(top, axis=0)
-        part = tl.zeros([BLOCK], tl.float32)
-        for start in range(0, n_cols, BLOCK):
-            x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32)
-            part += tl.exp(x - m)
-        total += tl.sum(part, axis=0)
-        for start in range(0, n_cols, BLOCK):
-            ok = start + cols < n_cols
-            x = tl.load(x_row + start + cols, mask=ok, other=-float("inf")).to(tl.float32)
-            tl.store(y_row + start + cols, (tl.exp(x - m) / total).to(y_ptr.dtype.element_ty), mask=ok)
+        m = row_max(x_row, n_cols, BLOCK)
+        total += row_sum(x_row, n_cols, m, BLOCK)
+        row_write(x_row, y_row, n_cols, m, total, BLOCK)
 
 
 def stale_launch(args, outs):
@@ -331,22 +336,10 @@ cases.register(dataclasses.replace(cases.get("softmax"), name="softmax_stale_sum
 
 @triton.jit
 def softmax_grid_y_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
-    # a looped softmax (one compilation for every row length) with its rows on the grid's second axis
-    row = tl.program_id(1).to(tl.int64)
-    x_row, y_row, cols = x_ptr + row * x_stride, y_ptr + row * y_stride, tl.arange(0, BLOCK)
-    top = tl.full([BLOCK], -float("inf"), tl.float32)
-    for start in range(0, n_cols, BLOCK):
-        top = tl.maximum(top, tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32))
-    m = tl.max(top, axis=0)
-    total = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, n_cols, BLOCK):
-        x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf")).to(tl.float32)
-        total += tl.exp(x - m)
-    s = tl.sum(total, axis=0)
-    for start in range(0, n_cols, BLOCK):
-        ok = start + cols < n_cols
-        x = tl.load(x_row + start + cols, mask=ok, other=-float("inf")).to(tl.float32)
-        tl.store(y_row + start + cols, (tl.exp(x - m) / s).to(y_ptr.dtype.element_ty), mask=ok)
+    row = tl.program_id(1).to(tl.int64)    # the rows on the grid's second axis
+    x_row, y_row = x_ptr + row * x_stride, y_ptr + row * y_stride
+    m = row_max(x_row, n_cols, BLOCK)
+    row_write(x_row, y_row, n_cols, m, row_sum(x_row, n_cols, m, BLOCK), BLOCK)
 
 
 def grid_y_launch(args, outs):
