@@ -365,21 +365,31 @@ def unexplained_nan(comp: Comparison) -> bool:
     return comp.nan_where_finite is not None and bool(comp.nan_where_finite.any())
 
 
+def _finite(t: torch.Tensor) -> torch.Tensor:
+    return torch.isfinite(t.detach().cpu().flatten().to(torch.float64))
+
+
+def _finite_on_rerun(case: Case, target_name: str, spec: dict, name: str, *, inputs: dict = guards.INPUT_POISON,
+                     poisoned: str | None = None, allocations: dict = guards.OUTPUT_POISON) -> torch.Tensor:
+    """Which elements of output `name` are finite (flat, on the CPU) when the example runs again
+    with its inputs' guards and gaps holding `inputs` (`poisoned`'s group the poison) and what the
+    launcher allocates holding `allocations`: the confirming re-runs of a NaN's origin."""
+    device = TARGETS[target_name].device
+    args, _ = guards.rehome_inputs(case.make(spec, device), case.in_place, fill=inputs, poisoned=poisoned)
+    outs, _ = _outputs(case, args, device, True)
+    with guards.poisoned_allocations(allocations):
+        case.launch(args, outs)
+    synchronize(target_name)
+    return _finite(outs[name])
+
+
 def _explain_nan(case: Case, target_name: str, spec: dict, input_names: list[list[str]], name: str,
                  shape, comp: Comparison) -> None:
     """A NaN where the reference is finite came from outside the inputs if it turns finite when
     their guards and gaps hold a finite value instead: run the example again so, then once per
     input with only that input's guards poisoned to name it, and say so in the message."""
-    device = TARGETS[target_name].device
-
     def rerun(poisoned_input=None):
-        args, _ = guards.rehome_inputs(case.make(spec, device), case.in_place, fill=guards.FINITE_FILL,
-                                       poisoned=poisoned_input)
-        outs, _ = _outputs(case, args, device, True)
-        with guards.poisoned_allocations():
-            case.launch(args, outs)
-        synchronize(target_name)
-        return torch.isfinite(outs[name].detach().cpu().flatten().to(torch.float64))
+        return _finite_on_rerun(case, target_name, spec, name, inputs=guards.FINITE_FILL, poisoned=poisoned_input)
 
     moved = comp.nan_where_finite & rerun()
     if not bool(moved.any()):
@@ -398,22 +408,12 @@ def _explain_allocated(case: Case, target_name: str, spec: dict, name: str, out:
     """A NaN (or the poison) where the reference is finite came from memory the launcher allocated
     itself if it turns finite when that memory holds a finite value instead: run the example
     again so, and say so in the message."""
-    def finite(t):
-        return torch.isfinite(t.detach().cpu().flatten().to(torch.float64))
-    if not out.dtype.is_floating_point:
+    if not out.dtype.is_floating_point or out.shape != ref.shape:   # a wrong shape: the check said so
         return
-    suspect = ~finite(out) & finite(ref)
+    suspect = ~_finite(out) & _finite(ref)
     if not bool(suspect.any()):
         return
-    device = TARGETS[target_name].device
-    args, _ = guards.rehome_inputs(case.make(spec, device), case.in_place)
-    outs, _ = _outputs(case, args, device, True)
-    with guards.poisoned_allocations(guards.FINITE_FILL):
-        case.launch(args, outs)
-    synchronize(target_name)
-    if outs[name].shape != out.shape:
-        return
-    moved = suspect & finite(outs[name])
+    moved = suspect & _finite_on_rerun(case, target_name, spec, name, allocations=guards.FINITE_FILL)
     if not bool(moved.any()):
         return
     first = int(moved.nonzero()[0])
