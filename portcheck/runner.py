@@ -245,28 +245,35 @@ def far_rows_twin(far: dict) -> dict:
 # programs per SM, each striding over rows) never takes a second row there, so a row loop that
 # carries state from one row to the next, or strides wrongly, passes. One more input has
 # MANY_ROWS_PER_UNIT rows per SM / CU and 3 more (an uneven split): grids of up to 8 programs per
-# unit give every program two rows or more. A spec with "cols" (its row length, which is cut to
-# keep MANY_ROWS_ELEMENTS) has MANY_ROWS_AT_LEAST rows whatever the GPU: 65,537, a prime (no grid
+# unit give every program two rows or more. A spec with a row length (ROW_LENGTH_KEYS, which is
+# cut to keep MANY_ROWS_ELEMENTS) has MANY_ROWS_AT_LEAST rows whatever the GPU: 65,537, a prime (no grid
 # divides it evenly) past the 65,535 programs that a grid's second and third axes allow, so a
 # launcher that puts rows on one of those fails there too. Other specs (tokens of heads x dims)
 # keep 16 per unit and 3: their row length is not cut, and 65,537 of them could take gigabytes.
 MANY_ROWS_PER_UNIT = 16
 MANY_ROWS_AT_LEAST = 2**16 + 1
-MANY_ROWS_ELEMENTS = 2**24   # its columns are cut to keep rows x columns within this
+# its row length is cut to keep rows x length within this: the search's own GPU budget
+# (matrices/default.toml, max_elements.gpu), so the input costs no more to draw, check against its
+# float64 reference and compare than the search's largest
+MANY_ROWS_ELEMENTS = 2**22
+# the keys that name a row's length: cols, or d (the gated activations' output width, half the
+# input's); a row length left uncut made a 2,115 x 79,809 gated input, 60 s of a GPU check
+ROW_LENGTH_KEYS = ("cols", "d")
 MANY_HINT = "more rows than the search draws ({rows}: at least {per} per SM/CU and 3, so that a persistent " \
             "kernel's programs take several rows each, and more than the 65,535 programs a grid's second " \
             "or third axis allows): "
 
 
 def many_rows_example(spec: dict, units: int) -> dict:
-    """spec (a passing row-layout input) with MANY_ROWS_PER_UNIT x units + 3 rows (with "cols", at
-    least MANY_ROWS_AT_LEAST), its columns cut to MANY_ROWS_ELEMENTS in all, and normal values
+    """spec (a passing row-layout input) with MANY_ROWS_PER_UNIT x units + 3 rows (with a row length,
+    at least MANY_ROWS_AT_LEAST), its row length cut to MANY_ROWS_ELEMENTS in all, and normal values
     (equal ones hide a row's stale state)."""
     key = next(k for k in ROW_KEYS if k in spec)
-    rows = max(MANY_ROWS_PER_UNIT * units + 3, MANY_ROWS_AT_LEAST if "cols" in spec else 0)
+    length = next((k for k in ROW_LENGTH_KEYS if k in spec), None)
+    rows = max(MANY_ROWS_PER_UNIT * units + 3, MANY_ROWS_AT_LEAST if length else 0)
     out = {**spec, key: rows, **({"regime": "normal"} if "regime" in spec else {})}
-    if "cols" in spec:
-        out["cols"] = _cut(spec["cols"], max(1, MANY_ROWS_ELEMENTS // rows))
+    if length:
+        out[length] = _cut(spec[length], max(1, MANY_ROWS_ELEMENTS // rows))
     return out
 
 

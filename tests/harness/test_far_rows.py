@@ -69,9 +69,13 @@ def test_quant_codes_take_the_far_layout_with_their_format_nan(low_boundary):
 def test_the_many_rows_input_has_16_rows_a_unit_and_3_and_passes_the_grid_axis_limit():
     spec = {"dtype": "bf16", "rows": 5, "cols": 4000, "regime": "equal", "layout": "padded", "seed": 1}
     h200 = runner.many_rows_example(spec, 132)
-    assert h200 == {**spec, "rows": 65537, "cols": 224, "regime": "normal"}   # 255 at most, 4000's 32 kept
-    assert [runner.many_rows_example({**spec, "cols": c}, 132)["cols"] for c in (4096, 4097, 200)] == [128, 255, 200]
+    assert h200 == {**spec, "rows": 65537, "cols": 32, "regime": "normal"}   # 63 at most, 4000's 32 kept
+    assert [runner.many_rows_example({**spec, "cols": c}, 132)["cols"] for c in (4096, 4097, 200, 40)] == [32, 63, 56, 40]
     assert runner.many_rows_example(spec, 8192)["rows"] == 16 * 8192 + 3
+    # the gated activations' row length is d (half the input's): cut too, never left at the search's
+    gated = runner.many_rows_example({"dtype": "fp16", "rows": 13, "d": 79809, "regime": "zeros",
+                                      "layout": "contiguous", "seed": 0}, 132)
+    assert (gated["rows"], gated["d"]) == (65537, 63) and gated["rows"] * gated["d"] <= runner.MANY_ROWS_ELEMENTS
     # tokens of heads x dims: no row length to cut, so 16 a unit and 3 (65,537 could take gigabytes)
     assert runner.many_rows_example({"dtype": "fp16", "tokens": 2, "layout": "contiguous", "seed": 0}, 132)["tokens"] == 2115
 
