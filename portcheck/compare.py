@@ -3,8 +3,8 @@
 ULP distances are in the output's format. NaN and Inf must sit in the same places with the same
 sign; integer, quantized and RNG outputs are compared bit for bit. The comparison runs where the
 reference lies (the oracle's device: a GPU's, whose float64 operations round as the CPU's do), so
-that a GPU check does not copy each output to the host and compare millions of elements per core there;
-only the metrics and a failure's masks come back.
+that a GPU check does not copy each output to the host and compare millions of elements per core
+there; only the metrics and a failure's masks come back.
 """
 from __future__ import annotations
 

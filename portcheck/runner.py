@@ -246,8 +246,8 @@ def far_rows_twin(far: dict) -> dict:
 # carries state from one row to the next, or strides wrongly, passes. One more input has
 # MANY_ROWS_PER_UNIT rows per SM / CU and 3 more (an uneven split): grids of up to 8 programs per
 # unit give every program two rows or more. A spec with a row length (ROW_LENGTH_KEYS, which is
-# cut to keep MANY_ROWS_ELEMENTS) has MANY_ROWS_AT_LEAST rows whatever the GPU: 65,537, a prime (no grid
-# divides it evenly) past the 65,535 programs that a grid's second and third axes allow, so a
+# cut to keep MANY_ROWS_ELEMENTS) has MANY_ROWS_AT_LEAST rows whatever the GPU: 65,537, a prime
+# (no grid divides it evenly) past the 65,535 programs that a grid's second and third axes allow, so a
 # launcher that puts rows on one of those fails there too. Other specs (tokens of heads x dims)
 # keep 16 per unit and 3: their row length is not cut, and 65,537 of them could take gigabytes.
 MANY_ROWS_PER_UNIT = 16
@@ -257,7 +257,7 @@ MANY_ROWS_AT_LEAST = 2**16 + 1
 # float64 reference and compare than the search's largest
 MANY_ROWS_ELEMENTS = 2**22
 # the keys that name a row's length: cols, or d (the gated activations' output width, half the
-# input's); a row length left uncut made a 2,115 x 79,809 gated input, 60 s of a GPU check
+# input's); a row length left uncut made a 2,115 x 79,809 gated input, 70 s of a GPU check
 ROW_LENGTH_KEYS = ("cols", "d")
 MANY_HINT = "more rows than the search draws ({rows}: at least {per} per SM/CU and 3, so that a persistent " \
             "kernel's programs take several rows each, and more than the 65,535 programs a grid's second " \

@@ -72,7 +72,7 @@ def test_the_many_rows_input_has_16_rows_a_unit_and_3_and_passes_the_grid_axis_l
     assert h200 == {**spec, "rows": 65537, "cols": 32, "regime": "normal"}   # 63 at most, 4000's 32 kept
     assert [runner.many_rows_example({**spec, "cols": c}, 132)["cols"] for c in (4096, 4097, 200, 40)] == [32, 63, 56, 40]
     assert runner.many_rows_example(spec, 8192)["rows"] == 16 * 8192 + 3
-    # the gated activations' row length is d (half the input's): cut too, never left at the search's
+    # the gated activations' row length is d (half the input's): cut too, not left as the search drew it
     gated = runner.many_rows_example({"dtype": "fp16", "rows": 13, "d": 79809, "regime": "zeros",
                                       "layout": "contiguous", "seed": 0}, 132)
     assert (gated["rows"], gated["d"]) == (65537, 63) and gated["rows"] * gated["d"] <= runner.MANY_ROWS_ELEMENTS
