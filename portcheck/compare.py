@@ -1,7 +1,9 @@
 """Error metrics between a kernel's output and its reference.
 
 ULP distances are in the output's format. NaN and Inf must sit in the same places with the same
-sign; integer, quantized and RNG outputs are compared bit for bit. The comparison runs where the
+sign, but for the output's own rounding: an infinity where the reference, within its tolerance,
+reaches the format's overflow threshold (max + ulp(max)/2). Integer, quantized and RNG outputs
+are compared bit for bit. The comparison runs where the
 reference lies (the oracle's device: a GPU's, whose float64 operations round as the CPU's do), so
 that a GPU check does not copy each output to the host and compare millions of elements per core
 there; only the metrics and a failure's masks come back.
@@ -147,11 +149,17 @@ def _compare_float(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Toleran
         return cmp
     nan_o, nan_r = torch.isnan(o), torch.isnan(r)
     inf_o, inf_r = torch.isinf(o), torch.isinf(r)
-    special_bad = (nan_o != nan_r) | ((inf_o | inf_r) & ~(nan_o | nan_r) & (o != r))
-    finite = ~(nan_o | nan_r | inf_o | inf_r)
-    err = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
     atol, rel_bound = _per_element(tol.atol, ref), _per_element(tol.rtol, ref) * r.abs()
     bound = atol + rel_bound
+    special_bad = (nan_o != nan_r) | ((inf_o | inf_r) & ~(nan_o | nan_r) & (o != r))
+    if f.overflow_threshold is not None:
+        # an infinity of the reference's sign where the reference, within its tolerance, reaches
+        # the format's overflow threshold is the output's own rounding (IEEE: from max + ulp(max)/2
+        # round-to-nearest gives inf), not a placement error
+        rounded_up = inf_o & torch.isfinite(r) & (o.sign() == r.sign()) & (r.abs() + bound >= f.overflow_threshold)
+        special_bad = special_bad & ~rounded_up
+    finite = ~(nan_o | nan_r | inf_o | inf_r)
+    err = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
     ratio = torch.where(finite, err / bound, torch.zeros_like(o))
     ratio = torch.where(special_bad, torch.full_like(o, float("inf")), ratio)
     rel = torch.where(finite & (r != 0), err / r.abs(), torch.zeros_like(o))

@@ -1,6 +1,7 @@
 """Dtype names as portcheck, Triton and torch spell them, and the number-format facts tolerances need."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +34,18 @@ class Format:
         tiny, so the floor an absolute tolerance near zero may have; tiny would accept zero for
         every output below the smallest normal."""
         return 2.0 ** (self.min_exp - self.mantissa_bits) if self.is_float else 0.0
+
+    @property
+    def overflow_threshold(self) -> float | None:
+        """The magnitude from which round-to-nearest gives +-inf: max + ulp(max) / 2 (IEEE 754);
+        None for formats without infinities (e4m3fn and the FNUZ pair) and for integers."""
+        if not self.is_float or self.name not in HAS_INF:
+            return None
+        top = torch.finfo(self.torch_dtype).max
+        return top + 2.0 ** (math.frexp(top)[1] - 1 - self.mantissa_bits) / 2
+
+
+HAS_INF = ("fp64", "fp32", "fp16", "bf16", "fp8e5")   # the float formats with infinities
 
 
 def _f(name, dt, tname, mant, emin):

@@ -33,8 +33,5 @@ def gated(x: torch.Tensor, activation: str) -> torch.Tensor:
 def overflow_to_inf(ref: torch.Tensor, dtype: str) -> torch.Tensor:
     """Exact values whose magnitude rounds (to nearest) past the format's largest finite value
     become +-inf, as the kernel's final rounding makes them: the threshold is max + ulp(max)/2."""
-    f = fmt(dtype)
-    top = torch.finfo(f.torch_dtype).max
-    _, e = torch.frexp(torch.tensor(top, dtype=torch.float64))
-    threshold = top + 2.0 ** (int(e) - 1 - f.mantissa_bits) / 2
+    threshold = fmt(dtype).overflow_threshold
     return torch.where(ref.abs() >= threshold, torch.sign(ref) * float("inf"), ref)

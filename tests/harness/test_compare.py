@@ -66,6 +66,33 @@ def test_nan_and_inf_must_sit_in_the_same_places():
     assert not res.ok and "NaN/Inf placement differs" in res.message and res.max_ulp == float("inf")
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+def test_an_infinity_is_the_rounding_of_a_reference_past_the_overflow_threshold(dtype):
+    """IEEE round-to-nearest gives inf from max + ulp(max)/2: an infinity of the reference's sign
+    is right where the reference, or the reference within its tolerance, reaches that threshold;
+    below it, or with the other sign, it is a placement error."""
+    f = fmt(dtype)
+    top, threshold = torch.finfo(f.torch_dtype).max, f.overflow_threshold
+    assert torch.tensor(threshold, dtype=torch.float64).to(torch.float32).to(f.torch_dtype).isinf()
+    tol = rounding(dtype)                                            # rtol = u(dtype)
+    inf = torch.tensor([float("inf"), float("-inf")], dtype=f.torch_dtype)
+    past = torch.tensor([threshold * 1.5, -threshold * 1.5], dtype=torch.float64)
+    assert compare("y", inf, past, tol).ok
+    within = torch.tensor([threshold, -threshold], dtype=torch.float64) / (1 + f.unit_roundoff / 2)
+    assert compare("y", inf, within, tol).ok                         # below it by less than u
+    below = torch.tensor([top / 2, -top / 2], dtype=torch.float64)
+    res = compare("y", inf, below, tol)
+    assert not res.ok and "NaN/Inf placement differs" in res.message and res.mismatches == 2
+    assert not compare("y", -inf, past, tol).ok                      # the other sign
+    saturated = torch.tensor([top, -top], dtype=f.torch_dtype)        # max where IEEE gives inf
+    assert not compare("y", saturated, past, tol).ok
+
+
+def test_formats_without_infinities_have_no_overflow_threshold():
+    assert fmt("fp8e4nv").overflow_threshold is None and fmt("fp8e4b8").overflow_threshold is None
+    assert fmt("fp8e5").overflow_threshold == 57344 + 4096 and fmt("int8").overflow_threshold is None
+
+
 def test_per_element_tolerance_tensors():
     ref = torch.tensor([1.0, 1.0], dtype=torch.float64)
     out = torch.tensor([1.001, 1.001], dtype=torch.float32)
