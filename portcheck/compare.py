@@ -3,10 +3,11 @@
 ULP distances are in the output's format. NaN and Inf must sit in the same places with the same
 sign, but for the output's own rounding: an infinity where the reference, within its tolerance,
 reaches the format's overflow threshold (max + ulp(max)/2). Integer, quantized and RNG outputs
-are compared bit for bit. The comparison runs where the
-reference lies (the oracle's device: a GPU's, whose float64 operations round as the CPU's do), so
-that a GPU check does not copy each output to the host and compare millions of elements per core
-there; only the metrics and a failure's masks come back.
+are compared bit for bit.
+
+The comparison runs where the reference lies (the oracle's device: a GPU's, whose float64
+operations round as the CPU's do), so that a GPU check does not copy each output to the host and
+compare millions of elements per core there; only the metrics and a failure's masks come back.
 """
 from __future__ import annotations
 
@@ -156,7 +157,8 @@ def _compare_float(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Toleran
         # an infinity of the reference's sign where the reference, within its tolerance, reaches
         # the format's overflow threshold is the output's own rounding (IEEE: from max + ulp(max)/2
         # round-to-nearest gives inf), not a placement error
-        rounded_up = inf_o & torch.isfinite(r) & (o.sign() == r.sign()) & (r.abs() + bound >= f.overflow_threshold)
+        rounded_up = (inf_o & torch.isfinite(r) & (o.sign() == r.sign())
+                      & (r.abs() + bound >= f.overflow_threshold))
         special_bad = special_bad & ~rounded_up
     finite = ~(nan_o | nan_r | inf_o | inf_r)
     err = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
