@@ -2,7 +2,8 @@
 
 On a terminal the line redraws in place (at most ten times a second); in a log (CI) it prints a
 line at each quarter, so logs stay short. `quiet=True` prints nothing. `eta=True` adds the time
-left, from the rate of the items done since the bar started (`done`: how many were done before).
+left, from the rate of the items done since the bar started (`done`: how many were done before),
+and at 100% the time the bar took (a run's log then says what each pool of workers cost).
 """
 from __future__ import annotations
 
@@ -61,8 +62,10 @@ class Progress:
 
     def _left(self) -> str:
         done_here = self.done - self._done_before
-        if not self.eta or done_here <= 0 or self.done == self.total:
+        if not self.eta or done_here <= 0:
             return ""
+        if self.done == self.total:
+            return f" in {duration(time.monotonic() - self._started)}"
         seconds = (time.monotonic() - self._started) / done_here * (self.total - self.done)
         return f", about {duration(seconds)} left"
 

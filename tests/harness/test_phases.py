@@ -100,7 +100,10 @@ def test_the_progress_line_gives_the_cases_done_and_the_time_left():
     with Progress("interpreter: cases", 4, stream=log, done=1, eta=True) as bar:
         bar._started -= 10.0   # one case done here in 10 s: 2 left take 20 s
         bar.advance()
-    assert log.getvalue() == "interpreter: cases: 50% (2/4), about 20 s left\n"
+        bar._started -= 20.0   # 3 cases here in 30 s
+        bar.advance(2)
+    assert log.getvalue() == ("interpreter: cases: 50% (2/4), about 20 s left\n"
+                              "interpreter: cases: 100% (4/4) in 30 s\n")
     terminal = _Terminal()
     bar = Progress("interpreter: cases", 4, stream=terminal, eta=True)
     bar.advance(0)
