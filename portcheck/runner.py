@@ -6,6 +6,7 @@ returns one Result; `replay()` runs exactly one recorded spec again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import shlex
@@ -318,9 +319,10 @@ def far_rows_obstacle(target_name: str, spec: dict) -> str | None:
 
 
 def _precompile(case: Case, target_name: str, strategy, settings: hypothesis.settings, seed: int | None,
-                checks: Checks) -> None:
+                checks: Checks, threads: int, also=()) -> None:
     """Compile the kernels of the examples the check will draw, several at a time, before it
-    draws them (portcheck.precompile): the check's launches then find them compiled."""
+    draws them (portcheck.precompile): the check's launches then find them compiled. `also`:
+    more specs, launched as the examples are, and zero-argument launches, compiled with them."""
     device = TARGETS[target_name].device
 
     def launch(spec: dict) -> None:   # as evaluate() launches it, noted instead of run
@@ -328,7 +330,10 @@ def _precompile(case: Case, target_name: str, strategy, settings: hypothesis.set
             args, _ = _inputs(case, device, spec, checks)
             case.launch(args, _outputs(case, args, device, checks.guards)[0])
     try:
-        precompile.ahead(launch, precompile.examples(strategy, settings, seed), precompile.threads())
+        specs = precompile.examples(strategy, settings, seed)
+        precompile.ahead([functools.partial(launch, s) for s in specs]
+                         + [item if callable(item) else functools.partial(launch, item) for item in also],
+                         threads)
     except Exception:   # noqa: BLE001  a warm-up only saves time: the check compiles what it lacks
         pass
 
@@ -524,7 +529,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
           max_elements: int, override: Override | None = None, seed: int | None = None,
           spec: dict | None = None, on_example=None, checks: Checks | None = None,
           as_arch: list | None = None, deadline: float | None = None,
-          shrink_time: float | None = None) -> Result:
+          shrink_time: float | None = None, pole: bool = False, also_warm=()) -> Result:
     """Search (or, given `spec`, replay) one case x target x dtype; never raises for kernel faults.
 
     `on_example(spec)` is called before each example runs, so a supervisor that sees the process
@@ -534,6 +539,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     `deadline` (a time.monotonic() value): once it has passed after a failure, the search stops
     shrinking and reports the smallest failing input found so far, so that a failure is never
     turned into a time-out; so it does once `shrink_time` seconds have gone into shrinking.
+    `pole`: a long pole of its run, whose kernels a GPU check compiles ahead (portcheck.precompile),
+    with those of `also_warm` (specs launched as the examples are, and zero-argument launches).
     The record's `phases` says where the time went.
     """
     forced = as_arch[0] if as_arch else None
@@ -661,9 +668,11 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             if spec is not None:
                 prop(spec)
             else:
-                if TARGETS[target_name].is_gpu and precompile.threads():
+                warm_threads = precompile.threads(pole)
+                if TARGETS[target_name].is_gpu and warm_threads:
                     with clock.timing("compile"):
-                        _precompile(case, target_name, strategy, settings, seed, checks or CHECKS)
+                        _precompile(case, target_name, strategy, settings, seed, checks or CHECKS, warm_threads,
+                                    also_warm)
                 test = hypothesis.given(strategy)(prop)
                 if override is not None and override.action == "xfail":
                     # an expected failure needs no minimal example: skip the costly shrink phase

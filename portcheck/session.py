@@ -13,6 +13,7 @@ from . import results
 from .cases import Case
 from .digests import collect as collect_digests
 from .digests import default_count as default_digests
+from .digests import specs_for
 from .overrides import Override, find
 from .provenance import collect
 from .runner import SHRINK_SHARE, bench_launch, check, synchronize, time_case
@@ -62,12 +63,15 @@ class Session:
         p["profile"] = self.profile
         return p
 
-    def run(self, case: Case, dtype: str, spec: dict | None = None, on_example=None) -> results.Result:
+    def run(self, case: Case, dtype: str, spec: dict | None = None, on_example=None,
+            pole: bool = False) -> results.Result:
+        """`pole`: a long pole of its run (runner.check compiles its kernels ahead)."""
         override = find(self.overrides, case.name, self.target.name, self.arch, dtype)
         seed = case_seed(self.seed, case.name, dtype)
         result = check(case, self.target.name, self.arch, dtype, settings=self.settings,
                        max_elements=self.max_elements, override=override, seed=seed, spec=spec,
-                       on_example=on_example, deadline=self.deadline(), shrink_time=self.shrink_time)
+                       on_example=on_example, deadline=self.deadline(), shrink_time=self.shrink_time,
+                       pole=pole, also_warm=self._after_check(case, dtype) if pole and spec is None else ())
         if self.warm_bench and result.verdict == "pass" and case.bench:
             result.phases["timing"], message = self.warm(case, dtype)
             result.message = message or result.message
@@ -80,6 +84,20 @@ class Session:
         if self.results_path is not None:
             results.append(self.results_path, result.to_dict())
         return result
+
+    def _after_check(self, case: Case, dtype: str) -> list:
+        """What run() launches after the check: the digests' specs, and the launch that warms up
+        the bench spec; a pole's warm-up compiles their kernels with the check's."""
+        after: list = []
+        if self.digests:
+            try:
+                after += specs_for(case, dtype, self.digests)[0]
+            except Exception:   # noqa: BLE001  collect_digests says why in the record
+                pass
+        if self.warm_bench and case.bench:
+            spec = bench_spec(case, dtype)
+            after.append(lambda: bench_launch(case, self.target.name, spec)())
+        return after
 
     def measure(self, case: Case, dtype: str) -> tuple[float | None, str, float]:
         """The median milliseconds of one launch on the case's first bench spec in `dtype` (None
@@ -108,7 +126,7 @@ class Session:
         return round(clock.perf_counter() - start, 4), message
 
     def run_as_arch(self, case: Case, dtype: str, group: list, spec: dict | None = None,
-                    on_example=None) -> list[results.Result]:
+                    on_example=None, pole: bool = False) -> list[results.Result]:
         """Check the case under the launch configuration of `group`, archs that make the same
         launches (portcheck.as_arch.groups): checked once, one record per arch of the group, each
         replayed with its own --as-arch. Untimed, no digests: neither is about the forced arch."""
@@ -117,7 +135,7 @@ class Session:
         checked = check(case, self.target.name, self.arch, dtype, settings=self.settings,
                         max_elements=self.max_elements, override=override, seed=seed, spec=spec,
                         on_example=on_example, as_arch=group, deadline=self.deadline(),
-                        shrink_time=self.shrink_time)
+                        shrink_time=self.shrink_time, pole=pole)
         checked.reproduce = checked.reproduce.replace(f"--seed {seed}", f"--seed {self.seed}")
         checked.provenance = self.provenance()
         out = []

@@ -48,6 +48,11 @@ def _sharing(*names: str) -> int:
     return 1
 
 
+def run_processes() -> int:
+    """How many worker processes the run that started this one has (1 outside a pool)."""
+    return _sharing(PROCESSES_VAR)
+
+
 def share_cpus() -> None:
     """Give this process its share of the host's CPUs for torch's intra-op threads: the worker
     processes of a run (PORTCHECK_PROCESSES) or of pytest-xdist (PYTEST_XDIST_WORKER_COUNT)

@@ -530,8 +530,9 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
                 message=f"kernel module does not import: {why}", provenance=provenance).to_dict())
             print(f"{target}/{session.arch} {module}: does not import: {why}", flush=True)
     spec = getattr(args, "replay_spec", None)
-    units = workers.History().longest_first(_work_list(args, selected, dtypes), lambda u: _key(*u),
-                                            workers.history_scope(target, session.arch))
+    history, scope = workers.History(), workers.history_scope(target, session.arch)
+    units = history.longest_first(_work_list(args, selected, dtypes), lambda u: _key(*u), scope)
+    poles = _poles(history.seconds(scope), [_key(*u) for u in units])
     for case, dtype, group in units:
         if not claims.take(_key(case, dtype, group)):
             continue
@@ -546,8 +547,9 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
         def on_example(example, state=state):
             announce(inflight, {**state, "spec": example})
 
-        found = (session.run_as_arch(case, dtype, group, spec=spec, on_example=on_example) if group
-                 else [session.run(case, dtype, spec=spec, on_example=on_example)])
+        pole = _key(case, dtype, group) in poles
+        found = (session.run_as_arch(case, dtype, group, spec=spec, on_example=on_example, pole=pole) if group
+                 else [session.run(case, dtype, spec=spec, on_example=on_example, pole=pole)])
         inflight.unlink(missing_ok=True)
         for r in found:
             failed |= not r.passed
@@ -559,6 +561,14 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
             sys.exit(EXIT_CONTEXT_LOST)
     finish(inflight, failed)   # the only normal end: any other exit is a fault of the case in flight
     return 1 if failed else 0
+
+
+def _poles(seconds: dict, keys: list[str]) -> set[str]:
+    """The run's long poles (portcheck.precompile.is_pole) by the seconds its units took last
+    time, shared among the run's workers (all of them, on every GPU)."""
+    taken = [s for k in keys if isinstance(s := seconds.get(k), (int, float))]
+    return {k for k in keys if isinstance(s := seconds.get(k), (int, float))
+            and precompile.is_pole(s, sum(taken), workers.run_processes())}
 
 
 def _as_arch_field(group: list, local: str) -> dict:

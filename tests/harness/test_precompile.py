@@ -11,12 +11,15 @@ import pytest
 from portcheck import cases, precompile, runner
 from portcheck.errors import UsageError
 from portcheck.session import case_seed
+from portcheck.strategies import register_profiles
+
+register_profiles()   # portcheck's "ci" profile (12 examples), not Hypothesis's own of that name
 
 
 # Compiling needs a process that never was in interpreter mode (Triton's own helpers are
 # interpreted functions there): the warm-up runs in a fresh one.
 WARM_UP = """
-import json, sys
+import functools, json, sys
 import torch, triton, triton.language as tl
 from triton.runtime import driver
 from portcheck import precompile
@@ -42,7 +45,7 @@ out = {}
 with answering_as(arch("sm_90a")):   # compiled for a GPU this machine does not have, never run
     driver.active.get_current_device = lambda: 0
     driver.active.get_current_stream = lambda device=None: 0
-    launches = precompile.noted_launches(launch, specs)
+    launches = precompile.noted_launches([functools.partial(launch, s) for s in specs])
     out["noted"], out["ran"] = len(launches), bool(y.any())
     precompile.warm_up(launches, 2)
     out["cached"] = len(copy.device_caches[0][0])
@@ -77,13 +80,33 @@ def test_the_examples_drawn_ahead_are_the_checks():
     assert result.verdict == "pass" and ran and all(spec in drawn for spec in ran)
 
 
-@pytest.mark.parametrize("value, threads", [(None, 0), ("", 0), ("0", 0), ("4", 4)])
-def test_the_warm_up_is_opt_in(monkeypatch, value, threads):
+@pytest.mark.parametrize("value, pole, threads", [(None, False, 0), ("", False, 0), (None, True, precompile.POLE_THREADS),
+                                                  ("0", True, 0), ("4", False, 4), ("2", True, 2)])
+def test_a_long_pole_warms_up_unless_the_variable_says_otherwise(monkeypatch, value, pole, threads):
     if value is None:
         monkeypatch.delenv(precompile.ENV, raising=False)
     else:
         monkeypatch.setenv(precompile.ENV, value)
-    assert precompile.threads() == threads
+    assert precompile.threads(pole) == threads
+
+
+def test_a_pole_is_a_unit_of_at_least_half_a_workers_fair_share():
+    # the default run on one H200: 725 s over 16 workers, a share of 45 s
+    assert precompile.is_pole(58.1, 725, 16) and precompile.is_pole(22.7, 725, 16)
+    assert not precompile.is_pole(21.4, 725, 16) and not precompile.is_pole(None, 725, 16)
+    assert precompile.is_pole(30, 30, 1)          # a run of one unit: its warm-up has the host
+    assert not precompile.is_pole(0.0, 0.0, 16)   # nothing recorded to go by
+
+
+def test_the_workers_poles_come_from_the_units_last_seconds(monkeypatch):
+    from portcheck import workers
+    from portcheck.commands import run
+    seconds = {"matmul_fp8:fp8e5": 58.1, "softmax:fp16": 2.0, "rope:bf16": 1.0, "elsewhere:fp32": 900.0}
+    keys = ["matmul_fp8:fp8e5", "softmax:fp16", "rope:bf16", "never_run:fp32"]
+    monkeypatch.setenv(workers.PROCESSES_VAR, "2")   # 61.1 s over 2 workers: poles from 15.3 s
+    assert run._poles(seconds, keys) == {"matmul_fp8:fp8e5"}   # a unit of another run counts not
+    monkeypatch.setenv(workers.PROCESSES_VAR, "40")   # 0.76 s: every unit timed is one
+    assert run._poles(seconds, keys) == {"matmul_fp8:fp8e5", "softmax:fp16", "rope:bf16"}
 
 
 @pytest.mark.parametrize("value", ["-2", "many", "1.5"])
@@ -101,11 +124,31 @@ def test_the_checks_warm_up_notes_every_example_and_never_fails_it(monkeypatch):
     # on the interpreter nothing compiles: the warm-up notes the launches, finds no kernel to
     # warm up, and leaves the check to run as it would
     noted = []
-    monkeypatch.setattr(precompile, "warm_up", lambda launches, n: noted.extend(launches))   # per 4 specs
-    monkeypatch.setenv(precompile.ENV, "2")
+    monkeypatch.setattr(precompile, "submit", lambda launches: noted.extend(launches))   # per 4 specs
     case, dtype = cases.get("rmsnorm"), "fp16"
     settings = hypothesis.settings.get_profile("ci")
-    runner._precompile(case, "interpreter", case.inputs(dtype, 4096), settings, 7, runner.CHECKS)
+    runner._precompile(case, "interpreter", case.inputs(dtype, 4096), settings, 7, runner.CHECKS, 2)
     assert len(noted) >= settings.max_examples   # one launch (or more) per example drawn
-    monkeypatch.setattr(precompile, "warm_up", lambda launches, n: 1 / 0)
-    runner._precompile(case, "interpreter", case.inputs(dtype, 4096), settings, 7, runner.CHECKS)
+    monkeypatch.setattr(precompile, "submit", lambda launches: 1 / 0)
+    runner._precompile(case, "interpreter", case.inputs(dtype, 4096), settings, 7, runner.CHECKS, 2)
+
+
+def test_a_poles_warm_up_also_compiles_the_digests_and_the_timed_spec(monkeypatch):
+    # what Session.run launches after the check (the digests' inputs, the bench spec that the
+    # timing worker times) would otherwise compile one kernel after another once the search ends
+    from portcheck.digests import specs_for
+    from portcheck.session import Session, bench_spec
+    session = Session("interpreter", profile="ci", max_elements={"gpu": 1 << 20, "interpreter": 4096},
+                      seed=0, digests=2)
+    session.warm_bench = True   # as on a GPU, whose run times each case
+    case, dtype = cases.get("rmsnorm"), "fp16"
+    after = session._after_check(case, dtype)
+    assert after[:-1] == specs_for(case, dtype, 2)[0] and callable(after[-1])
+    noted = []
+    monkeypatch.setattr(precompile, "submit", lambda launches: noted.extend(launches))
+    monkeypatch.setattr(precompile, "examples", lambda *args: [])   # only what runs after the check
+    runner._precompile(case, "interpreter", case.inputs(dtype, 4096), hypothesis.settings.get_profile("ci"),
+                       7, runner.CHECKS, 2, after)
+    shapes = [tuple(args[0].shape) for _, args, _ in noted]
+    bench = bench_spec(case, dtype)
+    assert shapes == [(s["rows"], s["cols"]) for s in after[:-1]] + [(bench["rows"], bench["cols"])]
