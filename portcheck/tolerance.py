@@ -111,20 +111,38 @@ def normalization(x: torch.Tensor, out: str, acc: str = "fp32", eps: float = 0.0
     + |b_i| u."""
     from .facts.numerics import RSQRT_ULP
     n = x.shape[-1]
-    u, o = fmt(acc).unit_roundoff, fmt(out)
     mean = x.mean(dim=-1, keepdim=True) if centered else torch.zeros_like(x[..., :1])
     s = ((x - mean).square().mean(dim=-1, keepdim=True) + eps).rsqrt()
-    sub = fmt(acc).subnormal_step
-    t = (n + 2) * (u * x.abs().amax(dim=-1, keepdim=True) + sub) * s if centered else torch.zeros_like(s)
-    e = ((n + 4) * u + 2 * t + t * t) / 2 + RSQRT_ULP * u
-    w = weight.abs() if weight is not None else torch.ones_like(x[..., :1])
-    b = bias.abs() if bias is not None else torch.zeros_like(x[..., :1])
-    atol = w * (x - mean).abs() * s * (e + 4 * u) + w * t * (1 + e) + b * u + o.subnormal_step
+    _, t, e = normalization_terms(x, s, acc, centered)
     kind = f"t = (n+2) (u M + sub({acc})) s" if centered else "t = 0 (no mean)"
-    return Tolerance(o.unit_roundoff, atol,
+    return Tolerance(fmt(out).unit_roundoff, normalization_atol(x, mean, s, t, e, out, acc, weight, bias),
                      f"rtol = u({out}); atol_i = |w_i x^_i| (e + 4u) + |w_i| t (1 + e) + |b_i| u + sub({out}), "
                      f"{kind}, e = ((n+4) u + 2t + t^2)/2 + {RSQRT_ULP} u; u = u({acc}), n = {n}, "
                      f"M = max|x|, s = rstd per row")
+
+
+def normalization_terms(x: torch.Tensor, s: torch.Tensor, acc: str = "fp32", centered: bool = True):
+    """`normalization`'s per-row terms, the last dimension kept (s: rstd per row, so kept): the
+    mean's error bound (n+2) (u M + sub), t, that error in units of the row's sigma, and e, rstd's
+    relative error bound; with centered=False (no mean) the first two are 0."""
+    from .facts.numerics import RSQRT_ULP
+    n = x.shape[-1]
+    u = fmt(acc).unit_roundoff
+    mean_error = ((n + 2) * (u * x.abs().amax(dim=-1, keepdim=True) + fmt(acc).subnormal_step) if centered
+                  else torch.zeros_like(s))
+    t = mean_error * s
+    return mean_error, t, ((n + 4) * u + 2 * t + t * t) / 2 + RSQRT_ULP * u
+
+
+def normalization_atol(x: torch.Tensor, mean: torch.Tensor, s: torch.Tensor, t: torch.Tensor, e: torch.Tensor,
+                       out: str, acc: str = "fp32", weight: torch.Tensor | None = None,
+                       bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`normalization`'s bound on y_i: |w_i x^_i| (e + 4u) + |w_i| t (1 + e) + |b_i| u + sub(out),
+    x^_i = (x_i - mean) s, from `normalization_terms`' t and e (mean and s: per row, kept)."""
+    u = fmt(acc).unit_roundoff
+    w = weight.abs() if weight is not None else torch.ones_like(x[..., :1])
+    b = bias.abs() if bias is not None else torch.zeros_like(x[..., :1])
+    return w * (x - mean).abs() * s * (e + 4 * u) + w * t * (1 + e) + b * u + fmt(out).subnormal_step
 
 
 def softmax(x: torch.Tensor, y: torch.Tensor, out: str, acc: str = "fp32") -> Tolerance:

@@ -16,7 +16,7 @@ from .. import strategies as S
 from ..cases import Case, Cost, Variant, register
 from ..facts.numerics import RSQRT_ULP
 from ..oracles.norms import layer_norm as layer_norm_ref
-from ..tolerance import Tolerance, fmt
+from ..tolerance import Tolerance, fmt, normalization_atol, normalization_terms
 from ..facts.device import local_arch, warp_size
 from ._launch import check_2d, check_out, check_programs, check_vector, persistent_programs
 from ._stagger import idle_before_first_row, stagger_args
@@ -258,28 +258,23 @@ def _tolerance(args, refs, dtype):
            merges of chunk means (Chan et al.) about n u M/sigma, both bounded through t
     y:     |dy_i| <= |w_i x^_i| (e_rstd + 4u) + |w_i| t (1 + e_rstd) + |b_i| u, plus u(out)|y_i|
            x - m cancels: an error d in the mean moves every x^_i by d * s, hence the |w_i| t term.
+    The terms are tolerance.normalization's (normalization_terms, normalization_atol), per row.
     """
     x = args["x"]
     n = x.shape[-1]
     u32, uo = fmt("fp32").unit_roundoff, fmt(dtype).unit_roundoff
-    big = x.abs().amax(dim=-1)
-    s = refs["rstd"]
     sub32 = fmt("fp32").subnormal_step
-    t = (n + 2) * (u32 * big + sub32) * s
-    e_rstd = ((n + 4) * u32 + 2 * t + t * t) / 2 + RSQRT_ULP * u32
-    w = args["weight"].abs() if args["weight"] is not None else torch.ones_like(x[0])
-    b = args["bias"].abs() if args["bias"] is not None else torch.zeros_like(x[0])
-    xhat = (x - refs["mean"][:, None]).abs() * s[:, None]
-    atol_y = (w * xhat * (e_rstd[:, None] + 4 * u32) + w * (t * (1 + e_rstd))[:, None] + b * u32
-              + fmt(dtype).subnormal_step)
+    mean, s = refs["mean"][:, None], refs["rstd"][:, None]
+    mean_error, t, e_rstd = normalization_terms(x, s)
+    atol_y = normalization_atol(x, mean, s, t, e_rstd, dtype, weight=args["weight"], bias=args["bias"])
     where = f"n = {n}, u = u(fp32), M = max|x| and s = rstd per row"
     return {
         "y": Tolerance(uo, atol_y, f"rtol = u({dtype}); atol_i = |w_i x^_i| (e + 4u) + |w_i| t (1 + e) "
                                    f"+ |b_i| u + sub({dtype}), t = (n+2) (u M + sub(fp32)) s, "
                                    f"e = ((n+4) u + 2t + t^2)/2 + {RSQRT_ULP} u; {where}"),
-        "mean": Tolerance(u32, (n + 2) * (u32 * big + sub32),
+        "mean": Tolerance(u32, mean_error[:, 0],
                           f"rtol = u; atol = (n+2) (u M + sub(fp32)); {where}"),
-        "rstd": Tolerance(e_rstd + u32, sub32,
+        "rstd": Tolerance(e_rstd[:, 0] + u32, sub32,
                           f"rtol = ((n+4) u + 2t + t^2)/2 + ({RSQRT_ULP}+1) u, t = (n+2) (u M + sub(fp32)) s; "
                           f"{where}"),
     }
