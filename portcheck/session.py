@@ -71,7 +71,8 @@ class Session:
         result = check(case, self.target.name, self.arch, dtype, settings=self.settings,
                        max_elements=self.max_elements, override=override, seed=seed, spec=spec,
                        on_example=on_example, deadline=self.deadline(), shrink_time=self.shrink_time,
-                       pole=pole, also_warm=self._after_check(case, dtype) if pole and spec is None else ())
+                       pole=pole, also_warm=self._after_check(case, dtype) if pole and spec is None
+                       and self.target.is_gpu else ())   # a warm-up compiles on GPUs only
         if self.warm_bench and result.verdict == "pass" and case.bench:
             result.phases["timing"], message = self.warm(case, dtype)
             result.message = message or result.message
