@@ -16,6 +16,7 @@ import shutil
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import cases as registry
@@ -39,6 +40,7 @@ HELP = "check kernels against float64 oracles on this machine's targets and writ
 RUN_MANIFEST = "run.json"
 MANIFEST_RESERVE = 4096   # bytes of trailing blanks the first run.json holds for its final state
 REPLAY_EXAMPLES = 30   # drawn from a case's strategy to check a --replay spec against
+TIMING_SLOTS = 1000   # the first timing worker's slot: in-flight files apart from the checking workers'
 
 
 def add_arguments(p) -> None:
@@ -87,6 +89,7 @@ def add_arguments(p) -> None:
     p.add_argument("--worker", metavar="RESULTS", help=argparse.SUPPRESS)
     p.add_argument("--worker-slot", type=int, help=argparse.SUPPRESS)
     p.add_argument("--time-only", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--wait-for", metavar="GO_FILE", help=argparse.SUPPRESS)
 
 
 def _plan(args) -> tuple[RunPlan, list[str], list, list[str] | None]:
@@ -258,11 +261,55 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
                 status = max(status, 1)
                 print(f"portcheck: {exc}", file=sys.stderr, flush=True)
             continue
-        status = max(status, _pool(args, matrix, target, selected, dtypes, env, results_path, seed, unfinished))
-        if _timed(args, matrix, target) and not unfinished:
-            status = max(status, _pool(args, matrix, target, selected, dtypes, env, results_path, seed,
-                                       unfinished, timing=True))
+        go = _Go(results_path, target) if _timed(args, matrix, target) else None
+        # the timing pool starts with the checks: its workers import and make their GPU context
+        # meanwhile (about 5 s a run on the H200), then wait for the checks to end
+        timing = go and _background(lambda: _pool(args, matrix, target, selected, dtypes, env, results_path,
+                                                  seed, unfinished, timing=True, go=go))
+        try:
+            status = max(status, _pool(args, matrix, target, selected, dtypes, env, results_path, seed, unfinished))
+        except BaseException:
+            if go:
+                go.release(False)
+            raise
+        if go:
+            go.release(not unfinished)   # a partial run is not timed
+            status = max(status, timing.result())
     return status
+
+
+class _Go:
+    """The file that lets a run's timing workers, started with its checks, begin: "go" once every
+    check worker has ended (each then times alone on its GPU), "stop" when the checks did not finish."""
+
+    def __init__(self, results_path: Path, target: str):
+        self.path = results_path.with_name(f".go-{target}-time")
+        self.path.unlink(missing_ok=True)
+
+    def release(self, go: bool) -> None:
+        atomic_write(self.path, "go" if go else "stop")
+
+    def released(self) -> bool | None:
+        """True: go, False: stop, None: not yet."""
+        try:
+            return self.path.read_text() == "go"
+        except FileNotFoundError:
+            return None
+
+
+def _background(fn):
+    """fn() on a thread of its own; .result() waits for it and raises what it raised."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="portcheck-timing-pool")
+    future = pool.submit(fn)
+    pool.shutdown(wait=False)
+    return future
+
+
+def _wait_for_go(path: Path) -> bool:
+    """A timing worker started with the checks: whether to time, once the supervisor says."""
+    while not path.exists():
+        time.sleep(0.05)
+    return path.read_text() == "go"
 
 
 def _timed(args, matrix, target: str) -> bool:
@@ -271,10 +318,11 @@ def _timed(args, matrix, target: str) -> bool:
 
 
 def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: Path, seed: int,
-          unfinished: list, timing: bool = False) -> int:
+          unfinished: list, timing: bool = False, go: _Go | None = None) -> int:
     """A pool of supervised workers per GPU (on the interpreter, one pool) that claim the run's
     units one at a time; with `timing`, one worker per GPU that times the passed cases, alone on
-    its GPU (a time taken beside other workers would measure them too)."""
+    its GPU (a time taken beside other workers would measure them too): started with the checks
+    given `go`, it times once `go` is released."""
     units = None if timing else _keys(args, selected, dtypes)
     vendor = runtime_target(target).vendor
     devices = getattr(args, "devices", {}).get(target, [])
@@ -283,48 +331,66 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
         # the autotuner's choice, timed alone on the GPU, is kept in Triton's cache: the next run's
         # timing worker reuses it instead of timing every configuration again
         env = {**env, "TRITON_CACHE_AUTOTUNING": "1"}
-        todo = len(_passed_units(results_path, target, selected))
-        if not todo:
-            return 0
     else:
         jobs = args.jobs or workers.default_jobs(len(devices), _gpu_memory(target))
-        todo = len(units)
-    jobs = max(1, min(jobs, -(-todo // max(1, len(devices)))))   # no more workers than units
+        jobs = max(1, min(jobs, -(-len(units) // max(1, len(devices)))))   # no more workers than units
     slots = workers.slots(vendor if devices else None, devices, jobs, env)
-    argv = _child_argv(args, target, seed, results_path) + (["--time-only"] if timing else [])
+    argv = (_child_argv(args, target, seed, results_path) + (["--time-only"] if timing else [])
+            + (["--wait-for", str(go.path)] if go else []))
     where = f" on GPU {', '.join(devices)}" if devices else ""
     what = "timing" if timing else "checking"
-    print(f"== {target}: {what} with {len(slots)} worker(s){where}: portcheck {shlex.join(argv)}", flush=True)
-    progress = Progress(f"{target}: {'timed' if timing else 'cases'}", todo, eta=True)
+    # timing slots are numbered apart from checking ones: their in-flight files never meet
+    first_slot = TIMING_SLOTS if timing else 0
+    bar: dict = {}   # the progress line, once there is something to count
     lock = threading.Lock()
+
+    def start() -> None:
+        todo = len(_passed_units(results_path, target, selected)) if timing else len(units)
+        print(f"== {target}: {what} with {len(slots)} worker(s){where}"
+              f"{', started with the checks' if go else ''}: portcheck {shlex.join(argv)}", flush=True)
+        bar["todo"] = todo
+        bar["progress"] = Progress(f"{target}: {'timed' if timing else 'cases'}", todo, eta=True)
+        bar["progress"].advance(0)
 
     def output(line: str) -> None:
         with lock:
-            progress.clear()   # the line starts on a clean line; the bar follows it
+            progress = bar.get("progress")
+            if progress is not None:
+                progress.clear()   # the line starts on a clean line; the bar follows it
             print(line, flush=True)
-            progress.advance(0)
+            if progress is not None:
+                progress.advance(0)
 
     seen = _Follow(_timings_path(results_path, target) if timing else results_path, target, units)
 
     def tick() -> None:
         with lock:
-            progress.advance(seen.new())
+            if "progress" not in bar:
+                if go is None or not go.released():
+                    return
+                start()
+            bar["progress"].advance(seen.new())
 
     def worker(slot) -> dict:
         on_fault = (lambda state, why: results.append(_timings_path(results_path, target), {
             "case": state["case"], "dtype": state["dtype"], "target": target, "time_ms": None,
             "seconds": 0.0, "message": f"timing failed: {why}"})) if timing else None
-        return dict(cmd=[sys.executable, "-m", "portcheck", *argv, "--worker-slot", str(slot.index)],
+        index = first_slot + slot.index
+        return dict(cmd=[sys.executable, "-m", "portcheck", *argv, "--worker-slot", str(index)],
                     env=slot.env, results_path=results_path, target=target, case_timeout=matrix.timeout,
-                    inflight=inflight_path(results_path, target, slot.index), output=output, on_fault=on_fault)
+                    inflight=inflight_path(results_path, target, index), output=output, on_fault=on_fault)
 
-    progress.advance(0)
+    if go is None:
+        if timing and not _passed_units(results_path, target, selected):
+            return 0
+        start()
     try:
         status, stopped = supervise_all([worker(slot) for slot in slots], while_waiting=tick)
     finally:
-        progress.close()
+        if "progress" in bar:
+            bar["progress"].close()
     seen.new()
-    complete = len(seen.seen) >= todo   # the other workers took every unit: nothing is missing
+    complete = len(seen.seen) >= bar.get("todo", 0)   # the other workers took every unit: nothing is missing
     for why in dict.fromkeys(stopped):
         if not complete:
             unfinished.append(why)
@@ -466,6 +532,8 @@ def _in_unit_order(results_path: Path, targets: list[str], args, selected, dtype
     results.rewrite(results_path, ordered)
     for claims in results_path.parent.glob(".claims-*"):
         shutil.rmtree(claims, ignore_errors=True)
+    for go in results_path.parent.glob(".go-*"):
+        go.unlink(missing_ok=True)
     return ordered
 
 
@@ -512,7 +580,8 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
     if not session.availability.ok:   # the supervisor checked it; a worker says it stopped early
         raise UsageError(f"{target}: not available: {session.availability.reason}")
     if args.time_only:
-        _time_work(session, results_path, target, selected, inflight)
+        _time_work(session, results_path, target, selected, inflight,
+                   Path(args.wait_for) if args.wait_for else None)
         finish(inflight, False)
         return 0
     if target == "interpreter" and args.launches > 1:
@@ -589,9 +658,12 @@ def _print_result(target: str, local_arch: str, r) -> None:
         print(f"    replay: {r.reproduce}", flush=True)
 
 
-def _time_work(session, results_path: Path, target: str, selected, inflight: Path) -> None:
+def _time_work(session, results_path: Path, target: str, selected, inflight: Path, go: Path | None) -> None:
     """A --time-only worker: the median time of each passed case x dtype that no other timing
-    worker claimed, appended to the target's timings file (folded into the records at the end)."""
+    worker claimed, appended to the target's timings file (folded into the records at the end);
+    started with the checks (`go`: its --wait-for file), once the supervisor lets it."""
+    if go is not None and not _wait_for_go(go):
+        return
     claims = workers.Claims(workers.claims_folder(results_path, target, "time"))
     by_name = {c.name: c for c in selected}
     timings = _timings_path(results_path, target)
@@ -604,5 +676,5 @@ def _time_work(session, results_path: Path, target: str, selected, inflight: Pat
         results.append(timings, {"case": name, "dtype": dtype, "target": target, "time_ms": ms,
                                  "seconds": seconds, "message": message})
         inflight.unlink(missing_ok=True)
-        if not gpu_context_ok():   # the next case gets a fresh context
+        if session.target.is_gpu and not gpu_context_ok():   # the next case gets a fresh context
             sys.exit(EXIT_CONTEXT_LOST)

@@ -181,3 +181,35 @@ def test_the_shipped_history_names_built_in_units():
     assert {"cuda/sm_90a", "interpreter/cpu-interpreter"} <= set(data)
     for scope in data.values():
         assert {key.split(":")[0] for key in scope} <= names
+
+
+def test_the_timing_worker_starts_with_the_checks_and_times_only_after_them(tmp_path, monkeypatch, capsys):
+    # the timing pool runs on GPUs only: here it is let run on the interpreter, which has no timer,
+    # so its timings fail and say so; what is checked is the pools' order of work
+    from portcheck.commands import run
+    monkeypatch.setattr(run, "_timed", lambda args, matrix, target: True)
+    out = tmp_path / "o"
+    status = cli.main(["run", "--target", "interpreter", "--cases", "tests.support.timed_case", "--kernel",
+                       "timed_copy", "--jobs", "2", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert status == 0, text
+    header = "== interpreter: timing with 1 worker(s), started with the checks"
+    assert header in text and "--wait-for" in text
+    checked = [line for line in text.splitlines() if line.startswith("interpreter/") and " pass" in line]
+    assert len(checked) == 2 and all(text.index(line) < text.index(header) for line in checked)
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["case"], r["dtype"]) for r in records) == [("timed_copy", "fp16"), ("timed_copy", "fp32")]
+    # each timed once, after its check (the timings file is folded into the records at the end)
+    assert all(r["verdict"] == "pass" and r["time_ms"] is None and r["message"].startswith("timing failed")
+               for r in records)
+    assert not list(out.glob(".go-*")) and not list(out.glob(".claims-*"))
+
+
+def test_a_timing_worker_started_early_stops_when_told(tmp_path):
+    from portcheck.commands import run
+    go = run._Go(tmp_path / "results.jsonl", "cuda")
+    assert go.released() is None
+    go.release(False)
+    assert go.released() is False and run._wait_for_go(go.path) is False
+    go.release(True)
+    assert go.released() is True and run._wait_for_go(go.path) is True
