@@ -186,8 +186,12 @@ def test_the_shipped_history_names_built_in_units():
 def test_the_timing_worker_starts_with_the_checks_and_times_only_after_them(tmp_path, monkeypatch, capsys):
     # the timing pool runs on GPUs only: here it is let run on the interpreter, which has no timer,
     # so its timings fail and say so; what is checked is the pools' order of work
+    from portcheck import cases
     from portcheck.commands import run
     monkeypatch.setattr(run, "_timed", lambda args, matrix, target: True)
+    for name in ("_REGISTRY", "_NAMED", "_ORIGIN"):   # the case registered here goes with the test
+        monkeypatch.setattr(cases, name, dict(getattr(cases, name)))
+    monkeypatch.delitem(sys.modules, "tests.support.timed_case", raising=False)
     out = tmp_path / "o"
     status = cli.main(["run", "--target", "interpreter", "--cases", "tests.support.timed_case", "--kernel",
                        "timed_copy", "--jobs", "2", "--out", str(out)])
