@@ -264,8 +264,8 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
         go = _Go(results_path, target) if _timed(args, matrix, target) else None
         # the timing pool starts with the checks: its workers import and make their GPU context
         # meanwhile (about 5 s a run on the H200), then wait for the checks to end
-        timing = go and _background(lambda: _pool(args, matrix, target, selected, dtypes, env, results_path,
-                                                  seed, unfinished, timing=True, go=go))
+        timing = _background(lambda: _pool(args, matrix, target, selected, dtypes, env, results_path,
+                                           seed, unfinished, timing=True, go=go)) if go else None
         try:
             status = max(status, _pool(args, matrix, target, selected, dtypes, env, results_path, seed, unfinished))
         except BaseException:
@@ -321,8 +321,8 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
           unfinished: list, timing: bool = False, go: _Go | None = None) -> int:
     """A pool of supervised workers per GPU (on the interpreter, one pool) that claim the run's
     units one at a time; with `timing`, one worker per GPU that times the passed cases, alone on
-    its GPU (a time taken beside other workers would measure them too): started with the checks
-    given `go`, it times once `go` is released."""
+    its GPU (a time taken beside other workers would measure them too), started with the checks:
+    it times once `go` is released."""
     units = None if timing else _keys(args, selected, dtypes)
     vendor = runtime_target(target).vendor
     devices = getattr(args, "devices", {}).get(target, [])
@@ -380,9 +380,7 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
                     env=slot.env, results_path=results_path, target=target, case_timeout=matrix.timeout,
                     inflight=inflight_path(results_path, target, index), output=output, on_fault=on_fault)
 
-    if go is None:
-        if timing and not _passed_units(results_path, target, selected):
-            return 0
+    if go is None:   # the checks: counted from the start
         start()
     try:
         status, stopped = supervise_all([worker(slot) for slot in slots], while_waiting=tick)
@@ -635,9 +633,9 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
 def _poles(seconds: dict, keys: list[str]) -> set[str]:
     """The run's long poles (portcheck.precompile.is_pole) by the seconds its units took last
     time, shared among the run's workers (all of them, on every GPU)."""
-    taken = [s for k in keys if isinstance(s := seconds.get(k), (int, float))]
-    return {k for k in keys if isinstance(s := seconds.get(k), (int, float))
-            and precompile.is_pole(s, sum(taken), workers.run_processes())}
+    known = {k: s for k in keys if isinstance(s := seconds.get(k), (int, float))}
+    total, processes = sum(known.values()), workers.run_processes()
+    return {k for k, s in known.items() if precompile.is_pole(s, total, processes)}
 
 
 def _as_arch_field(group: list, local: str) -> dict:
