@@ -176,6 +176,36 @@ def _read(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def cache_folder() -> Path:
+    """portcheck's folder of things worth keeping between runs on this machine."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "portcheck"
+
+
+BYTECODE_VAR = "PYTHONPYCACHEPREFIX"
+
+
+def bytecode_cache(env: dict) -> dict:
+    """`env` for worker processes, with a bytecode cache they can write where Python keeps none
+    beside torch's sources (PYTHONDONTWRITEBYTECODE, or a read-only install such as a container's
+    venv made without .pyc files): there every worker compiles some 1,200 modules from source as
+    it starts, 2.2 to 2.9 CPU-seconds, and 16 workers starting together took 4.5 to 5.5 s to import
+    torch on the lent H200 (reports/examples/speed-h200/eighteenth-session/). Then the workers get
+    PYTHONPYCACHEPREFIX in portcheck's cache folder: the first run writes it, later runs read it.
+    A prefix already set is left as it is."""
+    if env.get(BYTECODE_VAR):
+        return env
+    import importlib.util
+
+    import torch
+    try:
+        if os.path.exists(importlib.util.cache_from_source(torch.__file__)):
+            return env
+    except NotImplementedError:   # an implementation that caches no bytecode at all
+        return env
+    return {**{k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"},
+            BYTECODE_VAR: str(cache_folder() / "bytecode")}
+
+
 class History:
     """Seconds per unit in the last runs on this machine, per target and arch, in portcheck's
     cache folder ($XDG_CACHE_HOME/portcheck, else ~/.cache/portcheck), else the shipped figures
@@ -184,8 +214,7 @@ class History:
     that is more than its last run's (`record`)."""
 
     def __init__(self, path: Path | None = None, shipped: Path = SHIPPED):
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        self.path = path or cache / "portcheck" / "unit-seconds.json"
+        self.path = path or cache_folder() / "unit-seconds.json"
         self.shipped = shipped
 
     def load(self) -> dict:

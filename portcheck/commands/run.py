@@ -241,7 +241,7 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
     listed in `unfinished` (the run is then partial) and the next target still runs."""
     status = 0
     for target in targets:
-        env = dict(os.environ)
+        env = workers.bytecode_cache(dict(os.environ))
         env.pop("TRITON_INTERPRET", None)
         if target == "interpreter":
             env["TRITON_INTERPRET"] = "1"

@@ -26,7 +26,8 @@ WORKER_MODULE = "portcheck.compile.worker"
 
 
 def _worker_env() -> dict:
-    env = dict(os.environ)
+    from ..workers import bytecode_cache   # light: no Triton, no compile code
+    env = bytecode_cache(dict(os.environ))
     env.pop("TRITON_INTERPRET", None)
     # the parent's import path, so that kernels in test directories or user trees resolve
     paths = [os.path.abspath(p or os.curdir) for p in sys.path if os.path.isdir(p or os.curdir)]

@@ -135,6 +135,24 @@ def test_share_cpus_splits_torch_threads(monkeypatch):
         torch.set_num_threads(before)
 
 
+def test_workers_cache_bytecode_where_python_keeps_none_beside_the_sources(monkeypatch, tmp_path):
+    import importlib.util
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1"}
+    beside = tmp_path / "torch.pyc"
+    monkeypatch.setattr(importlib.util, "cache_from_source", lambda path: str(beside))
+    beside.write_bytes(b"")   # torch's bytecode lies beside its sources: nothing to change
+    assert workers.bytecode_cache(env) == env
+    beside.unlink()           # none there (a read-only venv made without .pyc files, say)
+    worker_env = workers.bytecode_cache(env)
+    prefix = tmp_path / "cache" / "portcheck" / "bytecode"
+    assert worker_env == {"PATH": env["PATH"], workers.BYTECODE_VAR: str(prefix)}
+    assert workers.bytecode_cache({**env, workers.BYTECODE_VAR: "/elsewhere"})[workers.BYTECODE_VAR] == "/elsewhere"
+    # a process started with it caches what it imports there, for the next one to read
+    subprocess.run([sys.executable, "-c", "import tabulate"], env=worker_env, check=True, timeout=120)
+    assert any("tabulate" in str(p) for p in prefix.rglob("*.pyc"))
+
+
 def test_a_worker_that_dies_under_as_arch_fails_every_arch_its_check_stood_for(tmp_path, capsys):
     # sm_89 and sm_120 make the same launches (one check stands for both): a fault in it is a
     # record for each, with its own replay, valid for `portcheck report`
