@@ -231,18 +231,6 @@ class History:
                 merged.update(found)
         return merged
 
-    def longest_first(self, items: list, key_of, scope: str) -> list:
-        """`items` by their unit's recorded seconds, longest first; units never recorded first,
-        in the order given."""
-        seconds = self.seconds(scope)
-
-        def order(indexed):
-            i, item = indexed
-            s = seconds.get(key_of(item))
-            known = isinstance(s, (int, float))
-            return (known, -s if known else 0.0, i)
-        return [item for _, item in sorted(enumerate(items), key=order)]
-
     def record(self, scope: str, seconds: dict[str, float]) -> None:
         """Merge a run's seconds per unit (best effort: the cache may be read-only), each at least
         half its figure from before: a run with the kernels cached takes a unit that compiles a
@@ -261,6 +249,17 @@ class History:
             atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True))
         except Exception:   # noqa: BLE001  a cache that cannot be written only orders less well
             pass
+
+
+def longest_first(items: list, seconds: dict, key_of) -> list:
+    """`items` by their unit's recorded seconds (`key_of(item)` names the unit), longest first;
+    units never recorded first, in the order given."""
+    def order(indexed):
+        i, item = indexed
+        s = seconds.get(key_of(item))
+        known = isinstance(s, (int, float))
+        return (known, -s if known else 0.0, i)
+    return [item for _, item in sorted(enumerate(items), key=order)]
 
 
 def history_scope(target: str, arch: str) -> str:

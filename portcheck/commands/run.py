@@ -250,9 +250,9 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
             print(f"== {target}: {jobs} worker(s) at a time, each one case x dtype under {args.sanitize}: "
                   f"portcheck {shlex.join(_child_argv(args, target, seed, results_path))}", flush=True)
             try:
-                units = workers.History().longest_first(   # the long poles first, as a pool claims
-                    _units(args, selected, dtypes), lambda u: workers.unit_key(*u),
-                    workers.history_scope(target, runtime_target(target).arch()))
+                units = workers.longest_first(   # the long poles first, as a pool claims
+                    _units(args, selected, dtypes), workers.History().seconds(
+                        workers.history_scope(target, runtime_target(target).arch())), lambda u: workers.unit_key(*u))
                 status = max(status, run_each(sanitizers[target], units,
                                               _one_unit_command(args, target, seed), env, results_path,
                                               target, matrix.timeout, jobs))
@@ -597,9 +597,9 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
                 message=f"kernel module does not import: {why}", provenance=provenance).to_dict())
             print(f"{target}/{session.arch} {module}: does not import: {why}", flush=True)
     spec = getattr(args, "replay_spec", None)
-    history, scope = workers.History(), workers.history_scope(target, session.arch)
-    units = history.longest_first(_work_list(args, selected, dtypes), lambda u: _key(*u), scope)
-    poles = _poles(history.seconds(scope), [_key(*u) for u in units])
+    seconds = workers.History().seconds(workers.history_scope(target, session.arch))
+    units = workers.longest_first(_work_list(args, selected, dtypes), seconds, lambda u: _key(*u))
+    poles = _poles(seconds, [_key(*u) for u in units])
     for case, dtype, group in units:
         if not claims.take(_key(case, dtype, group)):
             continue

@@ -37,11 +37,8 @@ def unit_of(nodeid: str) -> str | None:
 def longest_first(work: list[tuple], seconds: dict[str, float]) -> list[tuple]:
     """(case, spec) pairs ordered by their unit's recorded seconds, longest first; units with
     no record first of all, in the order given."""
-    def key(indexed):
-        i, (case, spec) = indexed
-        u = unit(case.name, spec)
-        return (u in seconds, -seconds.get(u, 0.0), i)
-    return [pair for _, pair in sorted(enumerate(work), key=key)]
+    from ..workers import longest_first as by_unit
+    return by_unit(work, seconds, lambda pair: unit(pair[0].name, pair[1]))
 
 
 class UnitClock:

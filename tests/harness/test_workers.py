@@ -173,23 +173,23 @@ def test_claims_go_longest_first_by_this_machines_history_else_the_shipped_one(t
     history = workers.History(tmp_path / "mine.json", shipped)
     units = ["a:fp16", "b:fp16", "new:fp16"]
     # never-run units first, then longest first; another arch of the same target uses its figures
-    assert history.longest_first(units, str, "cuda/sm_90a") == ["new:fp16", "b:fp16", "a:fp16"]
-    assert history.longest_first(units, str, "cuda/sm_80") == ["new:fp16", "b:fp16", "a:fp16"]
-    assert history.longest_first(units, str, "interpreter/cpu-interpreter") == units
+    assert workers.longest_first(units, history.seconds("cuda/sm_90a"), str) == ["new:fp16", "b:fp16", "a:fp16"]
+    assert workers.longest_first(units, history.seconds("cuda/sm_80"), str) == ["new:fp16", "b:fp16", "a:fp16"]
+    assert workers.longest_first(units, history.seconds("interpreter/cpu-interpreter"), str) == units
     history.record("cuda/sm_90a", {"a:fp16": 20.0, "new:fp16": 5.0})
     # this machine's figures first; b, which it has not run, keeps the shipped 9 s
-    assert history.longest_first(units, str, "cuda/sm_90a") == ["a:fp16", "b:fp16", "new:fp16"]
+    assert workers.longest_first(units, history.seconds("cuda/sm_90a"), str) == ["a:fp16", "b:fp16", "new:fp16"]
     history.record("cuda/sm_90a", {"b:fp16": 2.0})
-    assert history.longest_first(units, str, "cuda/sm_90a") == ["a:fp16", "new:fp16", "b:fp16"]
+    assert workers.longest_first(units, history.seconds("cuda/sm_90a"), str) == ["a:fp16", "new:fp16", "b:fp16"]
     # a warm run (its kernels cached) halves a unit's figure at most each time: the next cold run
     # still starts the unit that compiles longest first
     history.record("cuda/sm_90a", {"a:fp16": 0.5, "new:fp16": 6.0})
     assert history.seconds("cuda/sm_90a")["a:fp16"] == 10.0
-    assert history.longest_first(units, str, "cuda/sm_90a") == ["a:fp16", "new:fp16", "b:fp16"]
+    assert workers.longest_first(units, history.seconds("cuda/sm_90a"), str) == ["a:fp16", "new:fp16", "b:fp16"]
     history.record("cuda/sm_90a", {"a:fp16": 0.5})
-    assert history.longest_first(units, str, "cuda/sm_90a") == ["new:fp16", "a:fp16", "b:fp16"]
+    assert workers.longest_first(units, history.seconds("cuda/sm_90a"), str) == ["new:fp16", "a:fp16", "b:fp16"]
     (tmp_path / "mine.json").write_text("{not json")   # a broken cache orders less well, no more
-    assert history.longest_first(units, str, "cuda/sm_90a") == ["new:fp16", "b:fp16", "a:fp16"]
+    assert workers.longest_first(units, history.seconds("cuda/sm_90a"), str) == ["new:fp16", "b:fp16", "a:fp16"]
 
 
 def test_the_shipped_history_names_built_in_units():
