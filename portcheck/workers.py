@@ -186,10 +186,10 @@ BYTECODE_VAR = "PYTHONPYCACHEPREFIX"
 
 def bytecode_cache(env: dict) -> dict:
     """`env` for worker processes, with a bytecode cache they can write where Python keeps none
-    beside torch's sources (PYTHONDONTWRITEBYTECODE, or a read-only install such as a container's
-    venv made without .pyc files): there every worker compiles some 1,200 modules from source as
-    it starts, 2.2 to 2.9 CPU-seconds, and 16 workers starting together took 4.5 to 5.5 s to import
-    torch on the lent H200 (reports/examples/speed-h200/eighteenth-session/). Then the workers get
+    beside torch's sources (PYTHONDONTWRITEBYTECODE over a venv made without .pyc files, as on the
+    lent H200, or a read-only install): there every worker compiles some 1,200 modules from source
+    as it starts, 2.2 to 2.9 CPU-seconds, and 16 workers starting together took 4.4 to 5.5 s to
+    import torch (reports/examples/speed-h200/eighteenth-session/). Then the workers get
     PYTHONPYCACHEPREFIX in portcheck's cache folder: the first run writes it, later runs read it.
     A prefix already set is left as it is."""
     if env.get(BYTECODE_VAR):
