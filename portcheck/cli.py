@@ -12,6 +12,7 @@ import sys
 
 from . import commands
 from .errors import UsageError
+from .workers import keep_bytecode
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    keep_bytecode()   # before the commands' imports
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -241,7 +241,7 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
     listed in `unfinished` (the run is then partial) and the next target still runs."""
     status = 0
     for target in targets:
-        env = workers.bytecode_cache(dict(os.environ))
+        env = dict(os.environ)   # with the command line's bytecode cache (workers.keep_bytecode)
         env.pop("TRITON_INTERPRET", None)
         if target == "interpreter":
             env["TRITON_INTERPRET"] = "1"

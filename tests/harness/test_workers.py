@@ -137,13 +137,16 @@ def test_share_cpus_splits_torch_threads(monkeypatch):
 
 def test_workers_cache_bytecode_where_python_keeps_none_beside_the_sources(monkeypatch, tmp_path):
     import importlib.util
+    import types
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1"}
-    beside = tmp_path / "torch.pyc"
-    monkeypatch.setattr(importlib.util, "cache_from_source", lambda path: str(beside))
+    source = tmp_path / "torch" / "__init__.py"   # where torch is found (it is not imported)
+    beside = source.parent / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    beside.parent.mkdir(parents=True)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: types.SimpleNamespace(origin=str(source)))
     beside.write_bytes(b"")   # torch's bytecode lies beside its sources: nothing to change
     assert workers.bytecode_cache(env) == env
-    beside.unlink()           # none there (a read-only venv made without .pyc files, say)
+    beside.unlink()           # none there (a venv made without .pyc files, say)
     worker_env = workers.bytecode_cache(env)
     prefix = tmp_path / "cache" / "portcheck" / "bytecode"
     assert worker_env == {"PATH": env["PATH"], workers.BYTECODE_VAR: str(prefix)}
@@ -151,6 +154,14 @@ def test_workers_cache_bytecode_where_python_keeps_none_beside_the_sources(monke
     # a process started with it caches what it imports there, for the next one to read
     subprocess.run([sys.executable, "-c", "import tabulate"], env=worker_env, check=True, timeout=120)
     assert any("tabulate" in str(p) for p in prefix.rglob("*.pyc"))
+    # the command line takes it for itself and for every process it starts
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv(workers.BYTECODE_VAR, raising=False)
+    workers.keep_bytecode()
+    assert sys.pycache_prefix == os.environ[workers.BYTECODE_VAR] == str(prefix)
+    assert not sys.dont_write_bytecode and "PYTHONDONTWRITEBYTECODE" not in os.environ
 
 
 def test_a_worker_that_dies_under_as_arch_fails_every_arch_its_check_stood_for(tmp_path, capsys):
