@@ -241,7 +241,7 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
     listed in `unfinished` (the run is then partial) and the next target still runs."""
     status = 0
     for target in targets:
-        env = dict(os.environ)   # with the command line's bytecode cache (workers.keep_bytecode)
+        env = dict(os.environ)
         env.pop("TRITON_INTERPRET", None)
         if target == "interpreter":
             env["TRITON_INTERPRET"] = "1"
@@ -250,9 +250,9 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
             print(f"== {target}: {jobs} worker(s) at a time, each one case x dtype under {args.sanitize}: "
                   f"portcheck {shlex.join(_child_argv(args, target, seed, results_path))}", flush=True)
             try:
+                seconds = workers.History().seconds(workers.history_scope(target, runtime_target(target).arch()))
                 units = workers.longest_first(   # the long poles first, as a pool claims
-                    _units(args, selected, dtypes), workers.History().seconds(
-                        workers.history_scope(target, runtime_target(target).arch())), lambda u: workers.unit_key(*u))
+                    _units(args, selected, dtypes), seconds, lambda u: workers.unit_key(*u))
                 status = max(status, run_each(sanitizers[target], units,
                                               _one_unit_command(args, target, seed), env, results_path,
                                               target, matrix.timeout, jobs))
