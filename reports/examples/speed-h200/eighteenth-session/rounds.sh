@@ -7,6 +7,7 @@
 # beside torch's sources, as on the lent machine) is the call's, filled by its first run
 # (`settle`). Each log line carries the seconds since its run started.
 #   run: bash reports/examples/speed-h200/eighteenth-session/rounds.sh
+# ROUNDS="settle half1 half2" runs only the rounds named (default: all five, in this order).
 set -uo pipefail
 OUT=${OUT:-/tmp/rounds}
 mkdir -p "$OUT/runs"
@@ -26,6 +27,7 @@ for line in sys.stdin:
 
 one() {   # one: NAME LIMIT_S [VAR=VALUE...] -- [portcheck run args...]
   local name=$1 limit=$2; shift 2
+  [[ " ${ROUNDS:-settle cold warm half1 half2} " == *" $name "* ]] || return 0
   local vars=(); while [ "$1" != "--" ]; do vars+=("$1"); shift; done; shift
   local start; start=$(date +%s%N)
   env TRITON_CACHE_DIR="$(mktemp -d)" XDG_CACHE_HOME="$OUT/cache" "${vars[@]}" \
