@@ -165,7 +165,8 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool
         softmax_rows_kernel[grid](x, out, n_rows, n_cols, x.stride(0), out.stride(0),
                                   ROWS=cfg["ROWS"], BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
     else:
-        grid = (persistent_programs(n_rows, x.device, PROGRAMS_PER_SM, programs),)
+        # balanced: no partial last wave of rows (_launch.persistent_programs)
+        grid = (persistent_programs(n_rows, x.device, PROGRAMS_PER_SM, programs, balanced=True),)
         # the prefetch is the running device's feature, not a launch configuration: under
         # --as-arch, the local device's (local_arch), whatever arch the configuration is for
         softmax_online_kernel[grid](x, out, n_rows, n_cols, x.stride(0), out.stride(0),

@@ -262,6 +262,20 @@ def test_persistent_grid_size():
     assert _launch.INTERPRETER_PROGRAMS >= 2
 
 
+def test_a_balanced_grid_drops_the_partial_last_wave_only_when_few_programs_go(monkeypatch):
+    monkeypatch.setattr(_launch, "interpreted", lambda: False)
+    monkeypatch.setattr(_launch, "compute_units", lambda device: 132)
+    gpu = torch.device("cuda")   # only its type is read
+    assert _launch.persistent_programs(4096, gpu, 1) == 132
+    assert _launch.persistent_programs(4096, gpu, 1, balanced=True) == 128   # 32 rows each, as before
+    assert _launch.persistent_programs(133, gpu, 1, balanced=True) == 132    # 67 would idle half the SMs
+    assert _launch.persistent_programs(10**6, gpu, 1, balanced=True) == 132
+    assert _launch.persistent_programs(4096, gpu, 1, programs=132, balanced=True) == 132   # asked for
+    for rows in range(1, 2000):   # never more rows a program than the plain grid gives
+        plain, even = (_launch.persistent_programs(rows, gpu, 1, balanced=b) for b in (False, True))
+        assert -(-rows // even) == -(-rows // plain) and 16 * (plain - even) <= plain
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU to count its SMs/CUs")
 def test_default_grid_is_programs_per_sm_times_the_device_units():
     dev = torch.device("cuda")
