@@ -29,7 +29,10 @@ import hypothesis
 from .errors import UsageError
 
 ENV = "PORTCHECK_PRECOMPILE"
-POLE_THREADS = 4   # the fp8 check above: 4 threads measured
+# a pole's warm-up threads: the fp8 check above gained from 4; with the other workers yielding
+# their CPU priority to the poles (workers.yield_to_poles), 8 ended the run's halves soonest on
+# the H200 (reports/examples/speed-h200/twentieth-session/)
+POLE_THREADS = 8
 
 
 def threads(pole: bool = False) -> int:

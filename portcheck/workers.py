@@ -103,6 +103,33 @@ def default_jobs(n_gpus: int, gpu_memory_bytes: int | None = None) -> int:
     return max(1, min(per_gpu, MAX_JOBS_PER_GPU))
 
 
+POLE_NICENESS = 5   # CPU priority a worker on a short unit gives up to the long poles' compiles
+
+
+def yield_to_poles() -> None:
+    """Lower this worker's CPU priority by POLE_NICENESS, once: it is about to check a short unit
+    while the run's long poles, claimed first, compile their kernels on threads of their own
+    (portcheck.precompile). A cold GPU run, or a half of one, ends with its fp8 matmuls, which
+    compile a dozen kernels each, while the short units have slack: at nice 5 a thread weighs a
+    third of one at 0 in Linux's share of the CPUs. On the H200 the halves of the default run
+    ended at 42.6 / 38.7 s and 44.4 / 41.7 s with this and 8 warm-up threads a pole, against
+    43.6 / 43.9 s and 54.6 / 53.4 s without in the same calls; the whole cold run took 71.3 s
+    (reports/examples/speed-h200/twentieth-session/). An unprivileged process cannot raise its
+    priority back, so a worker yields once its poles are taken (they come first in every
+    worker's claim order) and for good; where nice is refused, nothing changes."""
+    global _yielded
+    if _yielded:
+        return
+    _yielded = True
+    try:
+        os.nice(POLE_NICENESS)
+    except (AttributeError, OSError):   # not POSIX, or not allowed: the order only costs speed
+        pass
+
+
+_yielded = False
+
+
 def check_jobs(jobs: int | None) -> None:
     if jobs is not None and jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (worker processes per GPU), got {jobs}")

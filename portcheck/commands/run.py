@@ -615,6 +615,8 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
             announce(inflight, {**state, "spec": example})
 
         pole = _key(case, dtype, group) in poles
+        if poles and not pole and session.target.is_gpu:
+            workers.yield_to_poles()   # the poles' warm-up threads get the CPUs first
         found = (session.run_as_arch(case, dtype, group, spec=spec, on_example=on_example, pole=pole) if group
                  else [session.run(case, dtype, spec=spec, on_example=on_example, pole=pole)])
         inflight.unlink(missing_ok=True)

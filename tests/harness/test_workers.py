@@ -123,6 +123,21 @@ def test_records_come_back_in_unit_order():
         ("interpreter", "a", "fp32")]
 
 
+def test_a_worker_yields_cpu_priority_to_the_poles_once_and_survives_a_refusal(monkeypatch):
+    calls = []
+    monkeypatch.setattr(workers, "_yielded", False)
+    monkeypatch.setattr(workers.os, "nice", lambda inc: calls.append(inc))
+    workers.yield_to_poles()
+    workers.yield_to_poles()   # nice adds up: a second call must not lower it again
+    assert calls == [workers.POLE_NICENESS]
+
+    def refused(inc):
+        raise PermissionError("not allowed")
+    monkeypatch.setattr(workers, "_yielded", False)
+    monkeypatch.setattr(workers.os, "nice", refused)
+    workers.yield_to_poles()   # speed only: no error reaches the worker
+
+
 def test_share_cpus_splits_torch_threads(monkeypatch):
     import torch
     before = torch.get_num_threads()
