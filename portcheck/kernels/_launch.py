@@ -70,15 +70,15 @@ def persistent_programs(n_rows: int, device, per_unit: int, programs: int | None
     whose programs with a row fewer start out of phase (_stagger) needs them (LayerNorm:
     0.840-0.843 on 128 against 0.849-0.856)."""
     check_programs(programs)
-    if programs is not None:
-        return max(1, min(n_rows, programs))
-    if interpreted() or device.type != "cuda":
-        programs = INTERPRETER_PROGRAMS
-    else:
-        programs = per_unit * compute_units(device)
+    default = programs is None
+    if default:
+        if interpreted() or device.type != "cuda":
+            programs = INTERPRETER_PROGRAMS
+        else:
+            programs = per_unit * compute_units(device)
     grid = max(1, min(n_rows, programs))
-    if balanced:
-        even = -(-n_rows // -(-n_rows // grid))
+    if balanced and default:
+        even = triton.cdiv(n_rows, triton.cdiv(n_rows, grid))
         if 16 * (grid - even) <= grid:
             return even
     return grid
