@@ -79,7 +79,10 @@ def _backend(arch):
 
 
 def specialize(jit, backend, args, kwargs):
-    """What JITFunction.run does before compiling: bind, specialize, split options from constexprs."""
+    """What JITFunction.run does before compiling: bind, specialize, split options from constexprs
+    (with the JIT's own `_pack_args` where it has one, so that a kernel compiled here is keyed as a
+    launch would key it: under 3.6 the hand-written split gave constexprs an empty attribute list
+    that the JIT does not, which changes no code but every cache key)."""
     from triton._utils import find_paths_if, get_iterable_path
     from triton.runtime.jit import create_function_from_signature
     key = (id(jit), id(backend))
@@ -87,6 +90,9 @@ def specialize(jit, backend, args, kwargs):
         _BINDERS[key] = (jit, create_function_from_signature(jit.signature, jit.params, backend))
     binder = _BINDERS[key][1]
     bound, spec, opts = binder(*args, **kwargs)
+    if hasattr(jit, "_pack_args"):   # the JIT's own (3.6 and 3.9): a constexpr's attributes differ between them
+        _, signature, constexprs, attrs = jit._pack_args(backend, dict(kwargs), bound, spec, opts)
+        return signature, constexprs, attrs, dict(opts)
     names = [p.name for p in jit.params]
     sigvals = [s[0] for s in spec]
     signature = dict(zip(names, sigvals))

@@ -528,6 +528,65 @@ def test_launch_divisibility_is_what_the_jit_specializes():
         launch_divisibility({"x_ptr": "*fp32"}, rows=16)
 
 
+SAME_KEY = """
+import json
+import torch, triton, triton.language as tl
+from triton.compiler import ASTSource
+from triton.runtime import driver
+from triton.runtime.cache import get_cache_key
+from triton._C.libtriton import get_cache_invalidating_env_vars
+from portcheck.compile import worker
+from portcheck.compile.capture import answering_as, recording
+from portcheck.compile.plan import variant_payload
+from portcheck.facts.archs import arch
+
+@triton.jit
+def scale(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = None if EVEN else offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs * stride, mask=mask) * 2, mask=mask)
+
+x, y = torch.ones(80), torch.zeros(80)
+launches = [((x, y, 64, 16), {"BLOCK": 64, "EVEN": True}), ((x[1:], y, 63, 1), {"BLOCK": 32, "EVEN": False}),
+            ((x, y[2:], 1, 3), {"BLOCK": 16, "EVEN": False, "num_warps": 2})]
+out = []
+for device, name in enumerate(("sm_90a", "gfx942")):
+    with answering_as(arch(name)):
+        driver.active.get_current_device = lambda device=device: device
+        driver.active.get_current_stream = lambda device=None: 0
+        backend = worker._backend(arch(name))
+        env = get_cache_invalidating_env_vars()
+        for args, kwargs in launches:
+            with recording() as rec:
+                scale[(1,)](*args, **kwargs)
+            payload = variant_payload(rec.variants()[0])
+            decoded = {k: worker._decode(v) for k, v in {**payload["args"], **payload["kwargs"]}.items()}
+            sig, consts, attrs, opts = worker.specialize(scale, backend, [], decoded)
+            ours = get_cache_key(ASTSource(scale, sig, consts, attrs), backend, backend.parse_options(opts), env)
+            seen = []
+            scale._do_compile = lambda key, sig, dev, consts, options, attrs, warmup: seen.append(
+                get_cache_key(ASTSource(scale, sig, consts, attrs), backend, options, env))
+            scale.warmup(*args, grid=(1,), **kwargs)
+            out.append(seen == [ours])
+print(json.dumps(out))
+"""
+
+
+def test_the_worker_keys_a_launch_as_the_jit_does(tmp_path):
+    """A launch captured in its portable form and specialized by the compile worker gets the cache
+    key that Triton's JIT computes for the launch itself (on NVIDIA and AMD, with constexprs,
+    unaligned pointers, 1 and multiples of 16), so what the worker compiles is what would run. Under
+    Triton 3.6 a hand-written split of constexprs from attributes keyed every kernel apart."""
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    script = tmp_path / "same_key.py"   # in a file: triton.jit reads the kernel's source
+    script.write_text(SAME_KEY)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == [True] * 6
+
+
 def test_declared_tensor_descriptors_get_a_stand_in_of_their_element_type():
     """A variant may declare host tensor descriptors (tensordesc<bf16[128, 64]>): the stand-in is
     an aligned tensor of the element type, and the worker then applies the declared type; an
