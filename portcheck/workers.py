@@ -151,18 +151,9 @@ def slots(vendor: str | None, devices: list[str], jobs: int, env: dict) -> list[
     return out
 
 
-# the figures that --shard balances its parts by: the reference GPU run's, shipped, so that every
-# machine (and every worker of a run) deals the same parts whatever its own History says
-SHARD_SCOPE = "cuda/sm_90a"
-
-
-def shard(units: list, spec: str | None, key_of=None) -> list:
-    """The I-th of N parts of the units ('I/N', 1-based); all of them without a spec. Dealt
-    longest first by their shipped seconds (SHARD_SCOPE; `key_of(unit)` names the unit), in a
-    snake, 1..N then N..1: each part gets long poles and short units alike, and near the same
-    total. Units with no figure (or without `key_of`) follow, dealt on in the order given; each
-    part keeps the order given. Round-robin in the matrix's order gave the default run's first
-    half 428 s of the shipped figures and its second 387 s; the snake 406 and 410 s."""
+def shard(units: list, spec: str | None) -> list:
+    """The I-th of N parts of the units ('I/N', 1-based), dealt round-robin so that each part
+    gets long and short units alike; all of them without a spec."""
     if not spec:
         return units
     try:
@@ -171,17 +162,7 @@ def shard(units: list, spec: str | None, key_of=None) -> list:
         raise UsageError(f"--shard wants I/N (e.g. 1/2), got {spec!r}") from None
     if not 1 <= i <= n:
         raise UsageError(f"--shard {spec}: I must be between 1 and N")
-    shipped = in_scope(_read(SHIPPED), SHARD_SCOPE) if key_of else {}
-
-    def figure(index: int) -> float | None:
-        s = shipped.get(key_of(units[index])) if key_of else None
-        return s if isinstance(s, (int, float)) else None
-    dealt = sorted(range(len(units)), key=lambda k: (figure(k) is None, -(figure(k) or 0.0), k))
-    part = {}
-    for turn, k in enumerate(dealt):
-        lap, seat = divmod(turn, n)
-        part[k] = seat if lap % 2 == 0 else n - 1 - seat
-    return [u for k, u in enumerate(units) if part[k] == i - 1]
+    return units[i - 1::n]
 
 
 class Claims:
@@ -270,13 +251,6 @@ def keep_bytecode() -> None:
         sys.dont_write_bytecode = False
 
 
-def in_scope(data: dict, scope: str) -> dict:
-    """A seconds file's figures for the scope ('target/arch'), else for another arch of its target."""
-    found = data.get(scope) or next((v for k, v in sorted(data.items())
-                                     if k.split("/")[0] == scope.split("/")[0]), None)
-    return found if isinstance(found, dict) else {}
-
-
 class History:
     """Seconds per unit in the last runs on this machine, per target and arch, in portcheck's
     cache folder ($XDG_CACHE_HOME/portcheck, else ~/.cache/portcheck), else the shipped figures
@@ -294,7 +268,13 @@ class History:
     def seconds(self, scope: str) -> dict:
         """This machine's seconds for the scope over the shipped ones of its target: a unit this
         machine has not run yet (the as-arch units after a plain run) keeps its shipped figure."""
-        return {**in_scope(_read(self.shipped), scope), **in_scope(self.load(), scope)}
+        merged = {}
+        for data in (_read(self.shipped), self.load()):
+            found = data.get(scope) or next((v for k, v in sorted(data.items())
+                                             if k.split("/")[0] == scope.split("/")[0]), None)
+            if isinstance(found, dict):
+                merged.update(found)
+        return merged
 
     def record(self, scope: str, seconds: dict[str, float]) -> None:
         """Merge a run's seconds per unit (best effort: the cache may be read-only), each at least

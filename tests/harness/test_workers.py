@@ -58,21 +58,6 @@ def test_shards_together_check_every_unit_once(tmp_path):
     assert sorted(parts, key=key) == sorted(whole, key=key)
 
 
-def test_shards_are_dealt_longest_first_by_the_shipped_seconds_only(monkeypatch, tmp_path):
-    shipped = tmp_path / "unit-seconds.json"
-    shipped.write_text(json.dumps({workers.SHARD_SCOPE: {"a": 1, "b": 8, "c": 3, "d": 7, "e": 2, "f": 6, "g": 5}}))
-    monkeypatch.setattr(workers, "SHIPPED", shipped)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))   # this machine's History: never read
-    workers.History().record(workers.SHARD_SCOPE, {"a": 100.0})
-    units, key = list("abcdefgh"), (lambda u: u)  # noqa: E731
-    # b 8, d 7 | f 6, g 5 | c 3, e 2 | a 1, h (no figure): 1 2 | 2 1 | 1 2 | 2 1, each part in the given order
-    assert workers.shard(units, "1/2", key) == ["b", "c", "g", "h"]
-    assert workers.shard(units, "2/2", key) == ["a", "d", "e", "f"]
-    assert workers.shard(units, "1/2") == ["a", "d", "e", "h"]   # no unit names: the snake in the given order
-    parts = [workers.shard(units, f"{i}/3", key) for i in (1, 2, 3)]
-    assert sorted(sum(parts, [])) == units
-
-
 @pytest.mark.parametrize("flags, says", [
     (["--jobs", "0"], "--jobs must be at least 1"),
     (["--jobs", "-2"], "--jobs must be at least 1"),
