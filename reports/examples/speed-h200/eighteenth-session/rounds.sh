@@ -7,9 +7,11 @@
 # beside torch's sources, as on the lent machine) is the call's, filled by its first run
 # (`settle`). Each log line carries the seconds since its run started.
 #   run: bash reports/examples/speed-h200/eighteenth-session/rounds.sh
-# ROUNDS="settle half1 half2" runs only the rounds named (default: all five, in this order).
+# ROUNDS="settle half1 half2" runs only the rounds named (default: all five, in this order);
+# CACHE=DIR keeps portcheck's cache folder there, across calls of this script, and leaves it.
 set -uo pipefail
 OUT=${OUT:-/tmp/rounds}
+CACHE=${CACHE:-$OUT/cache}
 mkdir -p "$OUT/runs"
 python3 -m pip install --no-deps --no-build-isolation -e . > "$OUT/runs/install.log" 2>&1 \
     || { tail -20 "$OUT/runs/install.log"; echo "rounds: the install failed"; exit 1; }
@@ -30,7 +32,7 @@ one() {   # one: NAME LIMIT_S [VAR=VALUE...] -- [portcheck run args...]
   [[ " ${ROUNDS:-settle cold warm half1 half2} " == *" $name "* ]] || return 0
   local vars=(); while [ "$1" != "--" ]; do vars+=("$1"); shift; done; shift
   local start; start=$(date +%s%N)
-  env TRITON_CACHE_DIR="$(mktemp -d)" XDG_CACHE_HOME="$OUT/cache" "${vars[@]}" \
+  env TRITON_CACHE_DIR="$(mktemp -d)" XDG_CACHE_HOME="$CACHE" "${vars[@]}" \
       timeout "$limit" python3 -m portcheck run --target "${TARGET:-cuda}" --out "$OUT/runs/$name" "$@" 2>&1 | stamped > "$OUT/runs/$name.log"
   local rc=${PIPESTATUS[0]}
   printf 'rounds: %-10s rc %s in %.1f s: %s\n' "$name" "$rc" "$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { print (b - a) / 1e9 }')" \
@@ -39,13 +41,13 @@ one() {   # one: NAME LIMIT_S [VAR=VALUE...] -- [portcheck run args...]
 
 # a first run reads torch's and Triton's libraries from disk: a short one first, so that the runs compare
 one settle 60 -- --kernel softmax --dtype fp32
-fresh() { rm -f "$OUT/cache/portcheck/unit-seconds.json"; }
+fresh() { rm -f "$CACHE/portcheck/unit-seconds.json"; }
 keep=(TRITON_CACHE_DIR="$OUT/triton-cache")
 fresh; one cold 150 "${keep[@]}" --
 one warm 80 "${keep[@]}" --
 rm -rf "$OUT/triton-cache"
 fresh; one half1 110 -- --shard 1/2
 fresh; one half2 110 -- --shard 2/2
-ls "$OUT/cache/portcheck" > "$OUT/runs/cache-folder.txt" 2>&1
+ls "$CACHE/portcheck" > "$OUT/runs/cache-folder.txt" 2>&1
 rm -rf "$OUT"/runs/*/.claims-* "$OUT"/runs/*/*.lock "$OUT/cache"
 tar -czf "$OUT/runs.tgz" -C "$OUT" runs && rm -rf "${OUT:?}/runs"
