@@ -31,7 +31,9 @@ from .errors import UsageError
 ENV = "PORTCHECK_PRECOMPILE"
 # a pole's warm-up threads: the fp8 check above gained from 4; with the other workers yielding
 # their CPU priority to the poles (workers.yield_to_poles), 8 ended the run's halves soonest on
-# the H200 (reports/examples/speed-h200/twentieth-session/)
+# the H200 (reports/examples/speed-h200/twentieth-session/). Threads, not processes: 8 compile
+# processes a pole were no faster alone and, each importing torch and Triton, made the halves
+# 9 to 17 s slower (twenty-first-session/)
 POLE_THREADS = 8
 
 
