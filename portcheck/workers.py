@@ -151,9 +151,14 @@ def slots(vendor: str | None, devices: list[str], jobs: int, env: dict) -> list[
     return out
 
 
-def shard(units: list, spec: str | None) -> list:
-    """The I-th of N parts of the units ('I/N', 1-based), dealt round-robin so that each part
-    gets long and short units alike; all of them without a spec."""
+def shard(units: list, spec: str | None, case_of=None) -> list:
+    """The I-th of N parts of the units ('I/N', 1-based); all of them without a spec. Each case's
+    units (`case_of(unit)`; without it, all one case) are dealt round-robin, each case starting one
+    part after the one before it: every part gets long and short units alike, and the same dtype
+    of neighbouring cases lands in different parts, as its cost often does not (one round-robin
+    over the whole list gave the default run's first half both fp8e5 matmul units, the heaviest
+    two, and half 1 was the slower in every pair measured:
+    reports/examples/speed-h200/twenty-first-session/)."""
     if not spec:
         return units
     try:
@@ -162,7 +167,15 @@ def shard(units: list, spec: str | None) -> list:
         raise UsageError(f"--shard wants I/N (e.g. 1/2), got {spec!r}") from None
     if not 1 <= i <= n:
         raise UsageError(f"--shard {spec}: I must be between 1 and N")
-    return units[i - 1::n]
+    start: dict = {}      # a case's first part, in the order cases come
+    dealt: dict = {}      # units of a case dealt so far
+    part = []
+    for unit in units:
+        case = case_of(unit) if case_of else None
+        start.setdefault(case, len(start))
+        part.append((start[case] + dealt.get(case, 0)) % n)
+        dealt[case] = dealt.get(case, 0) + 1
+    return [u for u, p in zip(units, part) if p == i - 1]
 
 
 class Claims:

@@ -84,8 +84,9 @@ def add_arguments(p) -> None:
                    help="comma list of GPU indices, among those visible (CUDA_VISIBLE_DEVICES, "
                         "HIP_VISIBLE_DEVICES), to use: one pool of workers each (default: all)")
     p.add_argument("--shard", metavar="I/N",
-                   help="check only the I-th of N parts of the cases x dtypes (dealt round-robin), to "
-                        "split a run over machines; `portcheck report` merges the parts")
+                   help="check only the I-th of N parts of the cases x dtypes (each case's dealt "
+                        "round-robin, each case starting one part further), to split a run over "
+                        "machines; `portcheck report` merges the parts")
     p.add_argument("--worker", metavar="RESULTS", help=argparse.SUPPRESS)
     p.add_argument("--worker-slot", type=int, help=argparse.SUPPRESS)
     p.add_argument("--time-only", action="store_true", help=argparse.SUPPRESS)
@@ -464,12 +465,13 @@ def _checks(args):
 def _work_list(args, selected, dtypes) -> list[tuple]:
     """The run's units in order: (case, dtype, group of archs or None), each checked by one
     worker; under --as-arch, each group of archs that make the same launches (as_arch.groups)
-    in turn; a replay: its spec's dtype only; --shard: its part."""
+    in turn; a replay: its spec's dtype only; --shard: its part (workers.shard)."""
     spec = getattr(args, "replay_spec", None)
     pairs = [(c, d) for c in selected for d in c.dtypes
              if (dtypes is None or d in dtypes) and (spec is None or spec.get("dtype") == d)]
     groups = getattr(args, "as_arch_groups", None) or [None]
-    return workers.shard([(c, d, g) for g in groups for c, d in pairs], args.shard)
+    return workers.shard([(c, d, g) for g in groups for c, d in pairs], args.shard,
+                         lambda u: (u[0].name, u[2] and tuple(a.name for a in u[2])))
 
 
 def _key(case, dtype: str, group) -> str:

@@ -58,6 +58,17 @@ def test_shards_together_check_every_unit_once(tmp_path):
     assert sorted(parts, key=key) == sorted(whole, key=key)
 
 
+def test_shards_deal_each_case_round_robin_starting_one_part_further_each_case():
+    units = [("fp8", "e4"), ("fp8", "e5"), ("fp8", "b8"), ("fp8_out", "e4"), ("fp8_out", "e5"),
+             ("fp8_out", "b8"), ("int8", "i8")]
+    case = lambda u: u[0]  # noqa: E731
+    assert workers.shard(units, "1/2", case) == [("fp8", "e4"), ("fp8", "b8"), ("fp8_out", "e5"), ("int8", "i8")]
+    assert workers.shard(units, "2/2", case) == [("fp8", "e5"), ("fp8_out", "e4"), ("fp8_out", "b8")]
+    assert workers.shard(units, "1/2") == units[0::2]   # no cases named: one round-robin
+    parts = [workers.shard(units, f"{i}/3", case) for i in (1, 2, 3)]
+    assert sorted(sum(parts, [])) == sorted(units) and all(parts)
+
+
 @pytest.mark.parametrize("flags, says", [
     (["--jobs", "0"], "--jobs must be at least 1"),
     (["--jobs", "-2"], "--jobs must be at least 1"),
