@@ -156,9 +156,8 @@ def shard(units: list, spec: str | None, case_of=None) -> list:
     units (`case_of(unit)`; without it, all one case) are dealt round-robin, each case starting one
     part after the one before it: every part gets long and short units alike, and the same dtype
     of neighbouring cases that list their dtypes alike lands in different parts, as its cost
-    often does not (one round-robin
-    over the whole list gave the default run's first half both fp8e5 matmul units, the heaviest
-    two, and half 1 was the slower in every pair measured:
+    often does not (one round-robin over the whole list gave the default run's first half both
+    fp8e5 matmul units, the heaviest two, and half 1 was the slower in every pair measured:
     reports/examples/speed-h200/twenty-first-session/)."""
     if not spec:
         return units
