@@ -83,7 +83,8 @@ def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths,
     at the bench lengths the launch with them all off is declared too, labelled with `bare`.
     A looped kernel that drops its masks on rows of whole chunks (an EVEN parameter) is declared
     at each length that is one, and at that length less 16 columns (a tail), so both of its codes
-    are compiled; one with a PREFETCH parameter takes it where the arch has the L2 prefetch."""
+    are compiled; one with a PREFETCH parameter takes it where the arch has the L2 prefetch, one
+    with WORDS takes it in bf16."""
     out = []
     for dtype in dtypes:
         ptr = "*" + fmt(dtype).triton_name
@@ -101,6 +102,8 @@ def row_variants(arch, *, config, rows_kernel, long_rows: bool, dtypes, lengths,
                     tiles["EVEN"] = n % cfg["BLOCK"] == 0
                 if "PREFETCH" in cfg["kernel"].arg_names:   # as for the bench's aligned rows
                     tiles["PREFETCH"] = l2_prefetch_ok(arch)
+                if "WORDS" in cfg["kernel"].arg_names:      # bf16 read as words, as on the bench's rows
+                    tiles["WORDS"] = dtype == "bf16"
                 if "STAGGER" in cfg["kernel"].arg_names and stagger_ok(arch):   # as its launcher sets it
                     family = sys.modules[cfg["kernel"].fn.__module__]
                     tiles.update(STAGGER=True, PHASES=family.STAGGER_PHASES, STEP=family.STAGGER_STEP)

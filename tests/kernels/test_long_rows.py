@@ -1,7 +1,7 @@
 """The persistent long-row kernels of softmax, LayerNorm and RMSNorm: every program count writes
 every row with the same bits, within the cases' tolerances; softmax keeps IEEE semantics for
-inf and NaN on any lane, and its L2 prefetch (where the arch has one) changes no bit, nor does
-the norms' stagger (programs idling out of phase, NVIDIA); the
+inf and NaN on any lane, and neither its L2 prefetch (where the arch has one) nor its bf16 rows
+read as words changes a bit, nor does the norms' stagger (programs idling out of phase, NVIDIA); the
 launchers refuse a bad program count before launch."""
 import contextlib
 
@@ -160,6 +160,35 @@ def test_softmax_l2_prefetch_keeps_every_bit(monkeypatch, dtype, programs):
             assert forced.asked == [prefetched], label
         _check_against_oracle("softmax", {"x": view}, {"y": runs[None]})
         assert torch.equal(runs[None], runs[False]), label
+
+
+@needs_device
+@pytest.mark.parametrize("programs", [1, 3, 50])
+def test_softmax_reads_bf16_as_words_and_keeps_every_bit(monkeypatch, programs):
+    """bf16 rows of an even length starting 4-byte aligned are read as int32 words of two elements
+    (WORDS) and give the element loads' bits: rows with a tail (the words past it masked to -inf)
+    and of whole chunks, a NaN, an inf and a -inf in either half of a word, a row of only -inf. An
+    odd length, a view 2 bytes off, an odd row stride and fp16 are read element by element."""
+    g = torch.Generator().manual_seed(5)
+    wide = (torch.randn(ROWS, 4 * CHUNK + 1, generator=g) * 3).to(torch.bfloat16)
+    wide[1, 6], wide[2, 9], wide[3, 40], wide[4, 41] = float("nan"), float("nan"), float("inf"), -float("inf")
+    wide[5] = -float("inf")
+    wide = wide.to(DEVICE)
+    x = wide[:, :4 * CHUNK].contiguous()
+    views = {"tail": (x[:, :COLS], True), "whole chunks": (x[:, :3 * CHUNK].contiguous(), True),
+             "odd length": (x[:, :COLS - 1], False), "2 bytes off": (x[:, 1:COLS + 1], False),
+             "odd row stride": (wide[:, :COLS], False), "fp16": (x[:, :COLS].to(torch.float16), False)}
+    for label, (view, words) in views.items():
+        runs = {}
+        for value in (None, False):
+            forced = _Forced(SM.softmax_online_kernel, "WORDS", value)
+            monkeypatch.setattr(SM, "softmax_online_kernel", forced)
+            runs[value] = _run("softmax", {"x": view}, programs)["y"]
+            monkeypatch.undo()
+            assert forced.asked == [words], label
+        _check_against_oracle("softmax", {"x": view}, {"y": runs[None]})
+        assert torch.equal(runs[None].nan_to_num(), runs[False].nan_to_num()), label
+        assert torch.equal(runs[None].isnan(), runs[False].isnan()), label
 
 
 def test_the_stagger_is_asked_for_on_nvidia_only():
