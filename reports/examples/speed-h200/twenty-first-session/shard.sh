@@ -2,9 +2,9 @@
 # Issue 17: the default run on the lent H200 cold, then its halves as this tree's --shard deals
 # them (`tree`) and as round-robin in the matrix's order dealt them (`rr`: workers.shard's last
 # line set back in the device copy), side by side, each half from an empty Triton cache and no
-# unit seconds of its own (rounds.sh); a second pair of this tree's halves while the call has
-# time. Call 4 of the twenty-first session ran it on 5a24592, the snake by the shipped seconds,
-# with the tree's rounds named `snake` (call4/snake-a-*.log); on main since f4a5d91 the tree's
+# unit seconds of its own (rounds.sh); then rr and tree again while the call has time (A B B A).
+# Call 4 of the twenty-first session ran it on 5a24592, the snake by the shipped seconds, with
+# the tree's rounds named `snake` (call4/snake-a-*.log); on main since f4a5d91 the tree's
 # deal is each case's dtypes round-robin, each case starting one part further.
 #   run: DEST=$OUT bash reports/examples/speed-h200/twenty-first-session/shard.sh   (DEST gets shard.tgz)
 set -uo pipefail
@@ -24,5 +24,8 @@ round() {   # round NAME VARIANT ROUNDS
 round whole tree "settle cold"
 round tree-a tree "half1 half2"
 round rr-a rr "half1 half2"
-if [ $(( $(date +%s) - start )) -lt 220 ]; then round tree-b tree "half1 half2"; fi
+# A B B A while the call has time (a pair of halves takes about 100 s)
+elapsed() { echo $(( $(date +%s) - start )); }
+if [ "$(elapsed)" -lt 330 ]; then round rr-b rr "half1 half2"; fi
+if [ "$(elapsed)" -lt 440 ]; then round tree-b tree "half1 half2"; fi
 tree
