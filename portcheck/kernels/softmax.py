@@ -177,11 +177,12 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
 config = family_config(__name__, softmax_rows_kernel, softmax_online_kernel)
 
 
-def words_ok(x: torch.Tensor) -> bool:
-    """Whether the looped kernel may read x as int32 words of two elements (WORDS): bf16 rows of
-    an even length, each starting 4-byte aligned (the last dimension contiguous: check_2d)."""
+def words_ok(x: torch.Tensor, block: int) -> bool:
+    """Whether the looped kernel may read x as int32 words of two elements (WORDS), `block`
+    columns a chunk: bf16 rows of an even length, each starting 4-byte aligned (the last
+    dimension contiguous: check_2d), in chunks of whole words."""
     return (x.dtype == torch.bfloat16 and x.shape[-1] % 2 == 0 and x.data_ptr() % 4 == 0
-            and x.stride(0) % 2 == 0)
+            and x.stride(0) % 2 == 0 and block >= 2)
 
 
 def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool = False,
@@ -211,7 +212,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool
         # --as-arch, the local device's (local_arch), whatever arch the configuration is for
         softmax_online_kernel[grid](x, out, n_rows, n_cols, x.stride(0), out.stride(0),
                                     BLOCK=cfg["BLOCK"], PREFETCH=l2_prefetch_ok(local_arch(), x, cfg["BLOCK"]),
-                                    WORDS=words_ok(x), num_warps=cfg["num_warps"])
+                                    WORDS=words_ok(x, cfg["BLOCK"]), num_warps=cfg["num_warps"])
     return out
 
 

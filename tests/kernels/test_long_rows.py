@@ -168,7 +168,8 @@ def test_softmax_reads_bf16_as_words_and_keeps_every_bit(monkeypatch, programs):
     """bf16 rows of an even length starting 4-byte aligned are read as int32 words of two elements
     (WORDS) and give the element loads' bits: rows with a tail (the words past it masked to -inf)
     and of whole chunks, a NaN, an inf and a -inf in either half of a word, a row of only -inf. An
-    odd length, a view 2 bytes off, an odd row stride and fp16 are read element by element."""
+    odd length, a view 2 bytes off, an odd row stride, fp16 and chunks of one element are read
+    element by element."""
     g = torch.Generator().manual_seed(5)
     wide = (torch.randn(ROWS, 4 * CHUNK + 1, generator=g) * 3).to(torch.bfloat16)
     wide[1, 6], wide[2, 9], wide[3, 40], wide[4, 41] = float("nan"), float("nan"), float("inf"), -float("inf")
@@ -189,6 +190,11 @@ def test_softmax_reads_bf16_as_words_and_keeps_every_bit(monkeypatch, programs):
         _check_against_oracle("softmax", {"x": view}, {"y": runs[None]})
         assert torch.equal(runs[None].nan_to_num(), runs[False].nan_to_num()), label
         assert torch.equal(runs[None].isnan(), runs[False].isnan()), label
+    forced = _Forced(SM.softmax_online_kernel, "WORDS", None)   # a chunk of one element holds no word
+    monkeypatch.setattr(SM, "softmax_online_kernel", forced)
+    y = SM.softmax(x[:, :COLS], long_rows=True, chunk=1, programs=programs)
+    assert forced.asked == [False]
+    _check_against_oracle("softmax", {"x": x[:, :COLS]}, {"y": y})
 
 
 def test_the_stagger_is_asked_for_on_nvidia_only():

@@ -4,6 +4,9 @@ rounds alternating in one process, against the copy bandwidth of this process; e
 compared with the words' (max_abs_diff_vs_main: 0.0 when the bits agree).
 
     python3 words.py OUT.json           (after pip install -e . at the repository root)
+
+Run in the twenty-second session on e4101d9's launcher, whose words_ok(x) took no chunk (since
+then words_ok(x, block) also refuses chunks of one element; the bench's chunk is 16384).
 """
 import json
 import os
@@ -21,7 +24,7 @@ words_ok = SM.words_ok
 SM.softmax(r.x, r.y, long_rows=True)
 ref = r.y.float().clone()
 for round_ in range(10):
-    for label, ok in (("words", words_ok), ("elements", lambda x: False))[::1 if round_ % 2 == 0 else -1]:
+    for label, ok in (("words", words_ok), ("elements", lambda x, block: False))[::1 if round_ % 2 == 0 else -1]:
         SM.words_ok = ok
         t(f"round {round_} {label}", lambda: SM.softmax(r.x, r.y, long_rows=True), ref)
 SM.words_ok = words_ok

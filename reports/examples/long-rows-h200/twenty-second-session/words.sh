@@ -16,7 +16,7 @@ cat "$OUT/gpu.txt"
 SM=portcheck/kernels/softmax.py
 cp "$SM" "$OUT/softmax.tree.py"   # the device copy's git is the session's base, not this tree
 words() { cp "$OUT/softmax.tree.py" "$SM"; }
-elements() { sed -i 's/WORDS=words_ok(x), num_warps/WORDS=False, num_warps/' "$SM"
+elements() { sed -i -E 's/WORDS=words_ok\(x(, cfg\["BLOCK"\])?\), num_warps/WORDS=False, num_warps/' "$SM"
              grep -q 'WORDS=False, num_warps' "$SM" || { echo "words: the elements edit failed"; exit 1; }; }
 k=0
 for variant in words elements elements words words elements; do
