@@ -61,32 +61,6 @@ NEG_INF_WORD = tl.constexpr(-8323200)   # 0xff80ff80 as int32
 
 
 @triton.jit
-def _load_chunk(row, start, n_cols, BLOCK: tl.constexpr, WORDS: tl.constexpr, POLICY: tl.constexpr):
-    """Columns start .. start + BLOCK of a row as loaded, -inf past its end: the elements, or with
-    WORDS the int32 words that hold them two by two (the row 4-byte aligned and n_cols even)."""
-    if WORDS:   # (a constexpr branch: one return after it, as the branches' types differ)
-        at = start // 2 + tl.arange(0, BLOCK // 2)
-        chunk = tl.load(row.to(tl.pointer_type(tl.int32)) + at, mask=at < n_cols // 2, other=NEG_INF_WORD,
-                        eviction_policy=POLICY)
-    else:
-        cols = start + tl.arange(0, BLOCK)
-        chunk = tl.load(row + cols, mask=cols < n_cols, other=-float("inf"), eviction_policy=POLICY)
-    return chunk
-
-
-@triton.jit
-def _widen(chunk, WORDS: tl.constexpr):
-    """A loaded chunk as fp32, in column order. A word holds two bf16, the first in its low half:
-    each is its word's bits shifted or masked into an fp32's high half, one instruction where
-    Triton 3.6 widens the high bf16 of a register with a PRMT and an IMAD."""
-    if WORDS:
-        wide = tl.interleave((chunk << 16).to(tl.float32, bitcast=True), (chunk & -65536).to(tl.float32, bitcast=True))
-    else:
-        wide = chunk.to(tl.float32)
-    return wide
-
-
-@triton.jit
 def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK: tl.constexpr,
                           PREFETCH: tl.constexpr = False, WORDS: tl.constexpr = False):
     """Persistent: program p takes rows p, p + P, p + 2P, ... (P programs), so the rows in flight
@@ -111,16 +85,25 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
     Further ahead was slower (two chunks 0.83, the whole next row 0.71-0.75: the rows in flight
     outgrow L2), and so was prefetching pass 2's re-read (0.71-0.76).
 
-    WORDS (bf16 rows, words_ok): x read as int32 words of two elements (_widen): the same values
-    in the same order, so the same bits out, and 664 -> 616 instructions (sm_90a, Triton 3.6; no
-    PRMT left). On the H200, 0.857 -> 0.860 of copy, faster in each of ten alternating rounds
-    (reports/examples/long-rows-h200/twenty-second-session/words.json)."""
+    WORDS (bf16 rows, words_ok): x read as int32 words of two elements, each element widened by
+    one shift or mask where Triton 3.6 takes a PRMT and an IMAD for the high one, then
+    interleaved back into column order: the same values in the same order, so the same bits out,
+    and 664 -> 616 instructions (sm_90a, Triton 3.6; no PRMT left). On the H200, 0.857 -> 0.860
+    of copy, faster in each of ten alternating rounds
+    (reports/examples/long-rows-h200/twenty-second-session/words.json). Written inline: as
+    @triton.jit helpers called every chunk, the loads and the widening cost the interpreter 14%
+    (fp16, fp32) to 24% (bf16) of this kernel's time."""
     # a group is one thread's 16-byte load: tl.reshape then keeps it in that thread's registers
     WIDTH: tl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth
     GROUP: tl.constexpr = BLOCK if BLOCK < WIDTH else WIDTH
     LANES: tl.constexpr = BLOCK // GROUP
     LOG2E: tl.constexpr = 1.4426950408889634
     cols = tl.arange(0, BLOCK)
+    # what a chunk's loads take: SPAN words of two bf16 (WORDS) or BLOCK elements, `end` in a row
+    SPAN: tl.constexpr = BLOCK // 2 if WORDS else BLOCK
+    at = tl.arange(0, SPAN)
+    end = n_cols // 2 if WORDS else n_cols
+    FILL: tl.constexpr = NEG_INF_WORD if WORDS else -float("inf")
     if PREFETCH:   # asm takes tensors, not constants: tl.program_id, never n_cols (1 arrives as a constant)
         lead = lead_thread(tl.program_id(0))
         policy = evict_last_policy(tl.program_id(0))
@@ -128,16 +111,22 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
         row64 = tl.cast(row, tl.int64)   # (the interpreter hands the loop a Python int)
         x_row = x_ptr + row64 * x_stride
         y_row = y_ptr + row64 * y_stride
+        src = x_row.to(tl.pointer_type(tl.int32)) if WORDS else x_row
         # pass 1 reads x from HBM: keep its lines in L2 for pass 2
-        nxt = _load_chunk(x_row, 0, n_cols, BLOCK, WORDS, "evict_last")
+        nxt = tl.load(src + at, mask=at < end, other=FILL, eviction_policy="evict_last")
         # the lanes' state starts in the layout the groups' reductions give it (one of tl.full's
         # own would be converted through shared memory on every chunk)
-        zero = tl.sum(tl.reshape(tl.where(cols < 0, _widen(nxt, WORDS), 0.0), [LANES, GROUP]), axis=1)
+        first = (tl.interleave((nxt << 16).to(tl.float32, bitcast=True), (nxt & -65536).to(tl.float32, bitcast=True))
+                 if WORDS else nxt.to(tl.float32))
+        zero = tl.sum(tl.reshape(tl.where(cols < 0, first, 0.0), [LANES, GROUP]), axis=1)
         m = zero - float("inf")
         s = zero
         for start in range(0, n_cols, BLOCK):
-            x = tl.reshape(_widen(nxt, WORDS), [LANES, GROUP])
-            nxt = _load_chunk(x_row, start + BLOCK, n_cols, BLOCK, WORDS, "evict_last")
+            x = (tl.interleave((nxt << 16).to(tl.float32, bitcast=True), (nxt & -65536).to(tl.float32, bitcast=True))
+                 if WORDS else nxt.to(tl.float32))
+            x = tl.reshape(x, [LANES, GROUP])
+            ahead = (start + BLOCK) // 2 + at if WORDS else start + BLOCK + at
+            nxt = tl.load(src + ahead, mask=ahead < end, other=FILL, eviction_policy="evict_last")
             if PREFETCH:   # the whole chunk after `nxt`'s
                 prefetch_l2(x_row + start + 2 * BLOCK, BLOCK, lead & (start + 3 * BLOCK <= n_cols), policy)
             # each group's max and sum of exp(x - max), merged into its lane's at the larger max.
@@ -161,10 +150,12 @@ def softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOC
         total = tl.sum(tl.where(s == 0.0, 0.0, s * tl.math.exp2((m - row_max) * LOG2E)), axis=0)
         # one rounding here (the 2^-24 is exact), one in the product below
         inv = tl.math.div_rn(1.0, total) * 5.9604644775390625e-08
-        nxt = _load_chunk(x_row, 0, n_cols, BLOCK, WORDS, "evict_first")
+        nxt = tl.load(src + at, mask=at < end, other=FILL, eviction_policy="evict_first")
         for start in range(0, n_cols, BLOCK):
-            x = _widen(nxt, WORDS)
-            nxt = _load_chunk(x_row, start + BLOCK, n_cols, BLOCK, WORDS, "evict_first")
+            x = (tl.interleave((nxt << 16).to(tl.float32, bitcast=True), (nxt & -65536).to(tl.float32, bitcast=True))
+                 if WORDS else nxt.to(tl.float32))
+            ahead = (start + BLOCK) // 2 + at if WORDS else start + BLOCK + at
+            nxt = tl.load(src + ahead, mask=ahead < end, other=FILL, eviction_policy="evict_first")
             if PREFETCH:   # the next row's first two whole chunks (its row, when it has one)
                 prefetch_l2(x_ptr + (row64 + tl.num_programs(0)) * x_stride + start, BLOCK,
                             lead & (start < 2 * BLOCK) & (start + BLOCK <= n_cols)
