@@ -163,13 +163,13 @@ def test_softmax_l2_prefetch_keeps_every_bit(monkeypatch, dtype, programs):
 
 
 @needs_device
-@pytest.mark.parametrize("programs", [1, 3, 50])
-def test_softmax_reads_bf16_as_words_and_keeps_every_bit(monkeypatch, programs):
+def test_softmax_reads_bf16_as_words_and_keeps_every_bit(monkeypatch):
     """bf16 rows of an even length starting 4-byte aligned are read as int32 words of two elements
     (WORDS) and give the element loads' bits: rows with a tail (the words past it masked to -inf)
     and of whole chunks, a NaN, an inf and a -inf in either half of a word, a row of only -inf. An
     odd length, a view 2 bytes off, an odd row stride, fp16 and chunks of one element are read
-    element by element."""
+    element by element. (Words are a row's business: one program count, with several rows each.)"""
+    programs = 3
     g = torch.Generator().manual_seed(5)
     wide = (torch.randn(ROWS, 4 * CHUNK + 1, generator=g) * 3).to(torch.bfloat16)
     wide[1, 6], wide[2, 9], wide[3, 40], wide[4, 41] = float("nan"), float("nan"), float("inf"), -float("inf")
@@ -192,9 +192,9 @@ def test_softmax_reads_bf16_as_words_and_keeps_every_bit(monkeypatch, programs):
         assert torch.equal(runs[None].isnan(), runs[False].isnan()), label
     forced = _Forced(SM.softmax_online_kernel, "WORDS", None)   # a chunk of one element holds no word
     monkeypatch.setattr(SM, "softmax_online_kernel", forced)
-    y = SM.softmax(x[:, :COLS], long_rows=True, chunk=1, programs=programs)
+    y = SM.softmax(x[:, :8], long_rows=True, chunk=1, programs=programs)
     assert forced.asked == [False]
-    _check_against_oracle("softmax", {"x": x[:, :COLS]}, {"y": y})
+    _check_against_oracle("softmax", {"x": x[:, :8]}, {"y": y})
 
 
 def test_the_stagger_is_asked_for_on_nvidia_only():
