@@ -199,13 +199,14 @@ def descriptors_supported(arch=None) -> bool:
 COPY_ALIGN = 16
 
 
-def alignment_obstacle(t) -> str | None:
-    """Why the copy engine cannot read t's rows: its data or a stride other than the last is not
-    a multiple of COPY_ALIGN bytes; None when it can."""
-    if t.data_ptr() % COPY_ALIGN:
-        return "a tensor's data is not 16-byte aligned"
-    if any((st * t.element_size()) % COPY_ALIGN for st in t.stride()[:-1]):
-        return f"strides {t.stride()} are not all multiples of 16 bytes"
+def alignment_obstacle(t, align: int = COPY_ALIGN) -> str | None:
+    """Why t's rows cannot be read `align` bytes at a time (by default the copy engine's
+    COPY_ALIGN): its data or a stride other than the last is not a multiple of it; None when
+    they can."""
+    if t.data_ptr() % align:
+        return f"a tensor's data is not {align}-byte aligned"
+    if any((st * t.element_size()) % align for st in t.stride()[:-1]):
+        return f"strides {t.stride()} are not all multiples of {align} bytes"
     return None
 
 

@@ -13,7 +13,7 @@ from ..facts.numerics import DIV_ULP, EXP2_ULP, EXP_ULP
 from ..oracles.softmax import softmax as softmax_ref
 from ..tolerance import Tolerance, fmt, near_zero
 from ..facts.device import local_arch, warp_size
-from ._launch import check_2d, check_programs, persistent_programs
+from ._launch import alignment_obstacle, check_2d, check_programs, persistent_programs
 from ._prefetch import evict_last_policy, l2_prefetch_ok, lead_thread, prefetch_l2
 from ._rows import bench_spec, check_chunk, family_config, row_inputs, row_variants
 
@@ -172,8 +172,8 @@ def words_ok(x: torch.Tensor, block: int) -> bool:
     """Whether the looped kernel may read x as int32 words of two elements (WORDS), `block`
     columns a chunk: bf16 rows of an even length, each starting 4-byte aligned (the last
     dimension contiguous: check_2d), in chunks of whole words."""
-    return (x.dtype == torch.bfloat16 and x.shape[-1] % 2 == 0 and x.data_ptr() % 4 == 0
-            and x.stride(0) % 2 == 0 and block >= 2)
+    return (x.dtype == torch.bfloat16 and x.shape[-1] % 2 == 0 and alignment_obstacle(x, 4) is None
+            and block >= 2)
 
 
 def softmax(x: torch.Tensor, out: torch.Tensor | None = None, *, long_rows: bool = False,
