@@ -8,6 +8,7 @@ Records are appended as they are produced; an interrupted run still leaves a val
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -16,7 +17,7 @@ import shutil
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
 from pathlib import Path
 
 from .. import cases as registry
@@ -41,6 +42,7 @@ RUN_MANIFEST = "run.json"
 MANIFEST_RESERVE = 4096   # bytes of trailing blanks the first run.json holds for its final state
 REPLAY_EXAMPLES = 30   # drawn from a case's strategy to check a --replay spec against
 TIMING_SLOTS = 1000   # the first timing worker's slot: in-flight files apart from the checking workers'
+STOP_WAIT_S = 30      # how long a stopping run waits for its timing worker to read "stop" (it may be importing)
 
 
 def add_arguments(p) -> None:
@@ -269,9 +271,11 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
                                            seed, unfinished, timing=True, go=go)) if go else None
         try:
             status = max(status, _pool(args, matrix, target, selected, dtypes, env, results_path, seed, unfinished))
-        except BaseException:
+        except BaseException:   # stopped (Ctrl-C, SIGTERM) or failed: the timing worker ends too
             if go:
                 go.release(False)
+                with contextlib.suppress(futures.TimeoutError):   # it reads "stop" before the report's clean-up
+                    timing.exception(timeout=STOP_WAIT_S)
             raise
         if go:
             go.release(not unfinished)   # a partial run is not timed
@@ -298,11 +302,18 @@ class _Go:
             return None
 
 
-def _background(fn):
-    """fn() on a thread of its own; .result() waits for it and raises what it raised."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="portcheck-timing-pool")
-    future = pool.submit(fn)
-    pool.shutdown(wait=False)
+def _background(fn) -> futures.Future:
+    """fn() on a daemon thread; .result() waits for it and raises what it raised. A daemon, so
+    that a run that stops never waits at exit for the timing pool, whose worker may still wait
+    for its go file (it ends once its supervisor has: supervise.watch_supervisor)."""
+    future: futures.Future = futures.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as exc:
+            future.set_exception(exc)
+    threading.Thread(target=run, name="portcheck-timing-pool", daemon=True).start()
     return future
 
 

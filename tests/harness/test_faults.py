@@ -109,3 +109,41 @@ def test_interrupt_leaves_a_valid_partial_report(tmp_path):
     assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
     assert "PARTIAL: interrupted" in (out / "matrix.md").read_text()
     assert _records(out)["fault_ok"]["verdict"] == "pass"
+
+
+
+# the run with its timing pool on, which GPU runs have (here on the interpreter, which times nothing)
+TIMED_RUN = ("import sys; from portcheck import cli; from portcheck.commands import run; "
+             "run._timed = lambda args, matrix, target: True; sys.exit(cli.main(sys.argv[1:]))")
+
+
+def _processes_naming(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in line:
+            found.append(line)
+    return found
+
+
+def test_a_stopped_run_ends_its_waiting_timing_worker_and_itself(tmp_path):
+    # the timing worker waits for the checks to end; a run stopped meanwhile once cleaned its go
+    # file away before the worker read "stop", then waited at exit for its timing pool: for ever
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-c", TIMED_RUN, "run", "--target", "interpreter", "--kernel",
+                             "fault_ok,fault_hang", "--profile", "ci", "--timeout", "300", "--out", str(out),
+                             "--jobs", "2"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and not ((out / "results.jsonl").exists() and _processes_naming("--time-only")):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+    assert _records(out)["fault_ok"]["verdict"] == "pass"
+    time.sleep(2)   # an orphan would end itself within a second (watch_supervisor)
+    assert not _processes_naming(str(out)), "the run left a worker behind"
