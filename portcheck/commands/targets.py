@@ -18,7 +18,8 @@ def main(args) -> int:
     rows = []
     for t in TARGETS.values():
         a = t.availability()
-        rows.append([t.name, "yes" if a.ok else "no", t.arch() if a.ok else "-", a.reason])
+        why = f"{a.reason}: {t.describe()['device']}" if a.ok and t.is_gpu else a.reason
+        rows.append([t.name, "yes" if a.ok else "no", t.arch() if a.ok else "-", why])
     print(tabulate(rows, headers=["target", "available", "arch", "why"], tablefmt="github"))
     print()
     arows = [[a.name, a.vendor, a.example, a.warp_size, a.max_threads_per_block,

@@ -89,9 +89,13 @@ def _availability(name: str) -> Availability:
         return Availability(False, f"this torch is a {built} build, not a ROCm build")
     if name == "cuda" and not torch.version.cuda:
         return Availability(False, "this torch is a CPU-only build (torch.version.cuda is None)")
-    if not torch.cuda.is_available():
+    # counted through NVML where torch can, without initialising CUDA/HIP: the runtime reads the
+    # visibility variable once, when it starts, and a pytest-xdist worker asks for 'auto' before
+    # it pins its GPU (pinning.pin_worker); is_available() and the device's name would start it
+    count = torch.cuda.device_count()
+    if count == 0:
         return Availability(False, f"torch sees no {'AMD' if hip else 'NVIDIA'} GPU on this machine")
-    return Availability(True, f"{torch.cuda.device_count()} device(s): {torch.cuda.get_device_name(0)}")
+    return Availability(True, f"{count} device(s) visible")
 
 
 def detect_arch(name: str) -> str:

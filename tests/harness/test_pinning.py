@@ -75,6 +75,24 @@ def test_pinning_imports_no_gpu_runtime():
     assert out.stdout.strip() == "False"
 
 
+def test_a_gpu_target_is_found_available_without_starting_its_runtime(monkeypatch):
+    # a pytest-xdist worker resolves --target=auto before it pins its GPU: had that started CUDA
+    # (is_available(), the device's name), every worker of `pytest -n N` stopped at start-up
+    from types import SimpleNamespace
+    from portcheck.targets import runtime
+
+    def started(*args):
+        raise AssertionError("the availability check started the GPU runtime")
+    cuda = SimpleNamespace(device_count=lambda: 2, is_available=started, get_device_name=started,
+                           get_device_properties=started, init=started)
+    monkeypatch.setattr(runtime, "_torch", lambda: SimpleNamespace(version=SimpleNamespace(hip=None, cuda="13.0"),
+                                                                  cuda=cuda))
+    found = runtime._availability.__wrapped__("cuda")
+    assert found.ok and found.reason == "2 device(s) visible"
+    cuda.device_count = lambda: 0
+    assert not runtime._availability.__wrapped__("cuda").ok
+
+
 PROBE = textwrap.dedent("""
     import json, os, sys
 
@@ -110,6 +128,9 @@ def test_xdist_workers_each_get_their_own_gpu(tmp_path):
 
 
 def test_bench_without_a_device_is_refused(tmp_path):
+    from portcheck.targets.runtime import TARGETS
+    if TARGETS["cuda"].availability().ok:
+        pytest.skip("a GPU is here: --bench --target=cuda runs")
     (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
     for target in ("cuda",):   # the interpreter takes the same refusal path (not a device)
         run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--bench",
