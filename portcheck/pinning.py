@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from pathlib import Path
 
 from .errors import UsageError
 
@@ -49,6 +50,20 @@ def visible_devices(vendor: str, env=None, count=None) -> list[str]:
         import torch
         count = torch.cuda.device_count
     return [str(i) for i in range(count())]
+
+
+def driver_gpu_count(vendor: str) -> int | None:
+    """How many GPUs the kernel driver lists, read from its files (NVIDIA: /proc/driver/nvidia/gpus,
+    AMD: the KFD topology's nodes with a GPU id), without loading torch or the runtime; None where
+    they cannot be read. Only a guess ahead of the runtime's own count (portcheck run's standbys)."""
+    try:
+        if vendor == "nvidia":
+            return len(os.listdir("/proc/driver/nvidia/gpus")) or None
+        nodes = "/sys/class/kfd/kfd/topology/nodes"
+        ids = [Path(nodes, node, "gpu_id").read_text().strip() for node in os.listdir(nodes)]
+        return sum(i not in ("", "0") for i in ids) or None
+    except (OSError, ValueError):
+        return None
 
 
 def assign(index: int, devices: list[str], exclusive: bool) -> str:

@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -199,6 +200,54 @@ class Unfinished(Exception):
     """The worker stopped outside any case (at start-up, say): its remaining cases never ran."""
 
 
+def _spawn(cmd: list[str], env: dict, piped: bool, stdin=None) -> subprocess.Popen:
+    """A worker process in a session of its own, its output piped to the supervisor (`piped`)."""
+    return subprocess.Popen(cmd, env={**env, SUPERVISOR_PID: str(os.getpid())}, start_new_session=True,
+                            stdin=stdin, stdout=subprocess.PIPE if piped else None, text=piped,
+                            errors="replace" if piped else None, bufsize=1 if piped else -1)
+
+
+class Standby:
+    """A portcheck worker started before its command is known: `portcheck run --standby` makes
+    the imports every worker makes (torch, Triton, hypothesis, the checking code: most of a
+    worker's start), then reads its command line and environment from its stdin, one JSON line,
+    and runs it in the same process. The supervisor starts standbys first thing and plans the run
+    (its own imports, the cases, the GPUs) meanwhile; `stop()` (or the supervisor's end: EOF on
+    stdin) ends one that gets no command, quietly."""
+
+    PREFIX = [sys.executable, "-m", "portcheck"]
+
+    def __init__(self, argv: list[str], env: dict):
+        self.proc = _spawn([*self.PREFIX, *argv], env, piped=True, stdin=subprocess.PIPE)
+
+    def start(self, cmd: list[str], env: dict) -> subprocess.Popen | None:
+        """Hand it a worker's command (`cmd` as `supervise` would start it); None when it cannot
+        take it (another program, or the standby has ended), and it is then stopped."""
+        if cmd[:len(self.PREFIX)] == self.PREFIX and self.proc.poll() is None:
+            order = {"argv": cmd[len(self.PREFIX):], "env": {**env, SUPERVISOR_PID: str(os.getpid())}}
+            try:
+                self.proc.stdin.write(json.dumps(order) + "\n")
+                self.proc.stdin.close()
+                return self.proc
+            except (OSError, ValueError):   # it ended meanwhile
+                pass
+        self.stop()
+        return None
+
+    def stop(self) -> None:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        _kill(self.proc)
+        self.proc.stdout.close()
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
 def _forward(stream, output) -> threading.Thread:
     """Hand each line the worker prints to `output` (the supervisor owns the terminal)."""
     def pump():
@@ -212,7 +261,7 @@ def _forward(stream, output) -> threading.Thread:
 
 def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_timeout: float,
               restart: bool = True, *, inflight: Path | None = None, output=None, on_fault=None,
-              stop: threading.Event | None = None, started=None) -> int:
+              stop: threading.Event | None = None, started=None, standby: Standby | None = None) -> int:
     """Run the worker until it finishes its cases; returns 0 (all passed) or 1. `restart=False`
     for a worker given one case (portcheck/sanitize.py): a fault is recorded, not retried.
     Raises Unfinished when the worker stops outside any case, and lets KeyboardInterrupt and
@@ -221,16 +270,18 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
     For one of several workers (supervise_all): `inflight` is its own file, `output(line)`
     receives what it prints, `on_fault(state, why)` records a fault (default: an error record
     in `results_path`), `started(proc)` learns each process started, and once `stop` is set
-    (the run is stopping and has killed the workers) nothing more is recorded or restarted."""
+    (the run is stopping and has killed the workers) nothing more is recorded or restarted.
+    A `standby` (started ahead, `Standby`) runs the first attempt where it is still alive."""
     inflight = inflight or inflight_path(results_path, target)
     evidence = "interpreter" if target == "interpreter" else "gpu"
     status = 0
     for _ in range(MAX_RESTARTS):
         inflight.unlink(missing_ok=True)
-        proc = subprocess.Popen(cmd, env={**env, SUPERVISOR_PID: str(os.getpid())}, start_new_session=True,
-                                stdout=subprocess.PIPE if output else None, text=bool(output),
-                                errors="replace" if output else None, bufsize=1 if output else -1)
-        pump = _forward(proc.stdout, output) if output else None
+        proc = standby.start(cmd, env) if standby is not None else None
+        standby = None   # a restart is a fresh process
+        if proc is None:
+            proc = _spawn(cmd, env, piped=bool(output))
+        pump = _forward(proc.stdout, output or _print) if proc.stdout is not None else None
         if started is not None:
             started(proc)
         if stop is not None and stop.is_set():   # started as the run was stopping

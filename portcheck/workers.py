@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UsageError
-from .pinning import VISIBLE_VAR, visible_devices
+from .pinning import VISIBLE_VAR, driver_gpu_count, visible_devices
 from .reports.output import atomic_write
 
 PROCESSES_VAR = "PORTCHECK_PROCESSES"   # how many worker processes share this host's CPUs
@@ -101,6 +101,17 @@ def default_jobs(n_gpus: int, gpu_memory_bytes: int | None = None) -> int:
     if gpu_memory_bytes:
         per_gpu = min(per_gpu, gpu_memory_bytes // (GIB_PER_GPU_WORKER << 30))
     return max(1, min(per_gpu, MAX_JOBS_PER_GPU))
+
+
+def standby_count(vendor: str | None, jobs: int | None) -> int:
+    """How many workers `portcheck run` starts before it plans (supervise.Standby): as many as its
+    first pool may have, counted without torch: the GPUs the visibility variable names, else those
+    the driver lists (pinning.driver_gpu_count), else one. GPU memory is not known yet, so a pool
+    on a small GPU may take fewer; the rest are stopped."""
+    n = 1
+    if vendor is not None:
+        n = max(1, len(visible_devices(vendor, count=lambda: driver_gpu_count(vendor) or 1)))
+    return (jobs or default_jobs(n)) * n
 
 
 POLE_NICENESS = 5   # CPU priority a worker on a short unit gives up to the long poles' compiles

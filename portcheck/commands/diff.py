@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..reports import diff, grid as merge
 from ..reports.output import write_all
 from ..errors import UsageError
 from ._common import writable_dir
@@ -27,6 +26,7 @@ def main(args) -> int:
         if out.is_dir():   # checked first: the comparison must not run to end in a traceback
             raise UsageError(f"--out {out} is a directory; it takes a file")
         writable_dir(out.parent if str(out.parent) else ".")
+    from ..reports import diff, grid as merge   # torch, through the diagnosis: not at every command's start
     a = merge.load([args.run_a], quiet=True)
     b = merge.load([args.run_b], quiet=True)
     res = diff.diff(a, b, arch_a=args.arch_a, arch_b=args.arch_b, quiet=args.quiet)

@@ -93,6 +93,7 @@ def add_arguments(p) -> None:
     p.add_argument("--worker-slot", type=int, help=argparse.SUPPRESS)
     p.add_argument("--time-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--wait-for", metavar="GO_FILE", help=argparse.SUPPRESS)
+    p.add_argument("--standby", action="store_true", help=argparse.SUPPRESS)
 
 
 def _plan(args) -> tuple[RunPlan, list[str], list, list[str] | None]:
@@ -155,12 +156,24 @@ def _check_replay(case, spec: dict, dtypes, budget: int) -> None:
 
 
 def main(args) -> int:
+    if args.standby:
+        return _standby(args)
     if args.worker:  # fix the Triton mode before _plan imports any kernel module
         select_mode(args.target, raw_interpreter=args.raw_interpreter)
-    from ..runner import configure
-    configure(_checks(args))    # a bad --launches stops the run before it starts
     workers.check_jobs(args.jobs)
     workers.shard([], args.shard)
+    standbys = _Standbys()
+    try:
+        if not args.worker:
+            standbys.start(args)
+        return _main(args, standbys)
+    finally:
+        standbys.stop()   # those no pool took: the run stopped early, or needed fewer
+
+
+def _main(args, standbys: _Standbys) -> int:
+    from ..runner import configure
+    configure(_checks(args))    # a bad --launches stops the run before it starts
     matrix, targets, selected, dtypes = _plan(args)
     if args.worker:
         try:
@@ -183,10 +196,74 @@ def main(args) -> int:
         raise UsageError(f"--out {out} is not an empty directory; a run writes into a new or empty one")
     out = writable_dir(out)
     with owned(out):   # one process per run directory: a second run into it gets exit status 2
-        return _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out)
+        return _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out, standbys)
 
 
-def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Path) -> int:
+class _Standbys:
+    """Check workers started before the run is planned (supervise.Standby), for its first
+    target: they import while the supervisor imports, plans and checks its arguments, and its
+    first pool takes them. On the lent H200 the first records came 0.5 to 1.5 s sooner and a
+    two-unit run took 6.9 to 7.7 s against 8.0 to 8.3 s (the supervisor, importing beside them,
+    reaches its pool about 1 s later than alone; reports/examples/speed-h200/twenty-third-session/)."""
+
+    def __init__(self):
+        self.target, self.waiting = None, []
+
+    def start(self, args) -> None:
+        from ..supervise import Standby
+        target = (csv(args.target) or load_run_plan(args.matrix).targets or [""])[0]
+        if target not in RUNTIME_TARGETS or args.sanitize:   # 'auto' needs the runtime to resolve
+            return
+        device = runtime_target(target)
+        count = 1 if args.replay else workers.standby_count(device.vendor if device.is_gpu else None, args.jobs)
+        argv = ["run", "--standby", "--target", target] + (["--raw-interpreter"] if args.raw_interpreter else [])
+        env = _target_env(target)
+        self.target = target
+        for _ in range(count):
+            self.waiting.append(Standby(argv, env))
+
+    def take(self, target: str):
+        """A standby for a check worker of `target`, or None."""
+        return self.waiting.pop(0) if target == self.target and self.waiting else None
+
+    def stop(self) -> None:
+        while self.waiting:
+            self.waiting.pop().stop()
+
+
+def _standby(args) -> int:
+    """A worker started before its command is known (supervise.Standby): the imports every
+    worker makes, then the command its supervisor writes on stdin, run in this process; without
+    one (EOF), it ends quietly."""
+    try:
+        select_mode(args.target, raw_interpreter=args.raw_interpreter)
+        import triton  # noqa: F401
+        from .. import runner, session  # noqa: F401  torch, hypothesis and the checking code
+    except Exception:   # noqa: BLE001  the command meets the same fault and reports it
+        pass
+    line = sys.stdin.readline()
+    if not line:
+        return 0
+    order = json.loads(line)
+    os.environ.clear()
+    os.environ.update(order["env"])
+    argv = order["argv"]
+    sys.argv[1:] = argv
+    parser = argparse.ArgumentParser(prog=f"portcheck {NAME}")
+    add_arguments(parser)
+    return main(parser.parse_args(argv[1:]))   # argv[0] is "run"
+
+
+def _target_env(target: str) -> dict:
+    """The environment of a target's workers: the interpreter's mode on for it alone."""
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    if target == "interpreter":
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Path, standbys: _Standbys) -> int:
     results_path = out / "results.jsonl"
     from ..strategies import session_seed
     seed = args.seed if args.seed is not None else session_seed(args.profile or matrix.profile)
@@ -201,7 +278,7 @@ def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Pat
     try:
         with stopping_on_signals():
             status = _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, results_path, seed,
-                                        unfinished)
+                                        unfinished, standbys)
     except (KeyboardInterrupt, Stopped) as exc:
         stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
         status = 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
@@ -239,15 +316,12 @@ def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Pat
 
 
 def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, results_path: Path, seed: int,
-                       unfinished: list) -> int:
+                       unfinished: list, standbys: _Standbys) -> int:
     """Each target's workers under supervision; a worker that stopped outside any case is
     listed in `unfinished` (the run is then partial) and the next target still runs."""
     status = 0
     for target in targets:
-        env = dict(os.environ)
-        env.pop("TRITON_INTERPRET", None)
-        if target == "interpreter":
-            env["TRITON_INTERPRET"] = "1"
+        env = _target_env(target)
         if target in sanitizers:   # one worker per case x dtype, so a finding names its case
             jobs = args.jobs or workers.default_jobs(1, _gpu_memory(target))
             print(f"== {target}: {jobs} worker(s) at a time, each one case x dtype under {args.sanitize}: "
@@ -270,7 +344,8 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
         timing = _background(lambda: _pool(args, matrix, target, selected, dtypes, env, results_path,
                                            seed, unfinished, timing=True, go=go)) if go else None
         try:
-            status = max(status, _pool(args, matrix, target, selected, dtypes, env, results_path, seed, unfinished))
+            status = max(status, _pool(args, matrix, target, selected, dtypes, env, results_path, seed, unfinished,
+                                       standbys=standbys))
         except BaseException:   # stopped (Ctrl-C, SIGTERM) or failed: the timing worker ends too
             if go:
                 go.release(False)
@@ -330,11 +405,11 @@ def _timed(args, matrix, target: str) -> bool:
 
 
 def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: Path, seed: int,
-          unfinished: list, timing: bool = False, go: _Go | None = None) -> int:
+          unfinished: list, timing: bool = False, go: _Go | None = None, standbys: _Standbys | None = None) -> int:
     """A pool of supervised workers per GPU (on the interpreter, one pool) that claim the run's
-    units one at a time; with `timing`, one worker per GPU that times the passed cases, alone on
-    its GPU (a time taken beside other workers would measure them too), started with the checks:
-    it times once `go` is released."""
+    units one at a time, in `standbys` where there are some; with `timing`, one worker per GPU
+    that times the passed cases, alone on its GPU (a time taken beside other workers would
+    measure them too), started with the checks: it times once `go` is released."""
     units = None if timing else _keys(args, selected, dtypes)
     vendor = runtime_target(target).vendor
     devices = getattr(args, "devices", {}).get(target, [])
@@ -390,12 +465,16 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
         index = first_slot + slot.index
         return dict(cmd=[sys.executable, "-m", "portcheck", *argv, "--worker-slot", str(index)],
                     env=slot.env, results_path=results_path, target=target, case_timeout=matrix.timeout,
-                    inflight=inflight_path(results_path, target, index), output=output, on_fault=on_fault)
+                    inflight=inflight_path(results_path, target, index), output=output, on_fault=on_fault,
+                    standby=standbys.take(target) if standbys else None)
 
+    pool = [worker(slot) for slot in slots]
+    if standbys:
+        standbys.stop()   # more than the pool takes
     if go is None:   # the checks: counted from the start
         start()
     try:
-        status, stopped = supervise_all([worker(slot) for slot in slots], while_waiting=tick)
+        status, stopped = supervise_all(pool, while_waiting=tick)
     finally:
         if "progress" in bar:
             bar["progress"].close()

@@ -272,3 +272,70 @@ def test_a_timing_worker_started_early_stops_when_told(tmp_path):
     assert go.released() is False and run._wait_for_go(go.path) is False
     go.release(True)
     assert go.released() is True and run._wait_for_go(go.path) is True
+
+
+@pytest.fixture
+def standbys(monkeypatch):
+    """Every supervise.Standby the test starts, and the commands handed to them."""
+    from portcheck import supervise
+    made, init, start = [], supervise.Standby.__init__, supervise.Standby.start
+
+    def spy_init(self, argv, env):
+        init(self, argv, env)
+        self.handed = None
+        made.append(self)
+
+    def spy_start(self, cmd, env):
+        self.handed = cmd
+        return start(self, cmd, env)
+    monkeypatch.setattr(supervise.Standby, "__init__", spy_init)
+    monkeypatch.setattr(supervise.Standby, "start", spy_start)
+    return made
+
+
+def _cli_run(out: Path, *extra: str) -> int:
+    return cli.main(["run", "--target", "interpreter", "--profile", "ci", "--seed", "7", "--out", str(out), *extra])
+
+
+def test_a_run_hands_its_checks_to_standbys_with_the_records_of_fresh_workers(tmp_path, standbys, monkeypatch):
+    from portcheck.commands import run
+    small = ("--kernel", "softmax,silu_mul", "--dtype", "fp32,fp16", "--jobs", "2")
+    assert _cli_run(tmp_path / "standby", *small) == 0
+    assert len(standbys) == 2 and all(s.handed and "--worker" in s.handed for s in standbys)
+    assert all(s.proc.poll() is not None for s in standbys), "every standby has ended with the run"
+    monkeypatch.setattr(run._Standbys, "start", lambda self, args: None)   # workers started afresh
+    assert _cli_run(tmp_path / "fresh", *small) == 0
+    assert len(standbys) == 2
+    assert _records(tmp_path / "standby") == _records(tmp_path / "fresh")
+
+
+def test_standbys_a_run_does_not_need_are_stopped(tmp_path, standbys, capsys):
+    # three started for --jobs 3, one unit to check: the pool takes one; a usage error takes none
+    assert _cli_run(tmp_path / "one", "--kernel", "softmax", "--dtype", "fp32", "--jobs", "3") == 0
+    assert "checking with 1 worker(s)" in capsys.readouterr().out
+    assert len(standbys) == 3 and sum(s.handed is not None for s in standbys) == 1
+    assert all(s.proc.poll() is not None for s in standbys)
+    assert _cli_run(tmp_path / "none", "--kernel", "no_such_case", "--jobs", "2") == 2
+    assert len(standbys) == 5 and all(s.handed is None and s.proc.poll() is not None for s in standbys[3:])
+    assert capsys.readouterr().err.count("error:") == 1 and not (tmp_path / "none").exists()
+
+
+def test_a_standby_given_no_command_ends_quietly():
+    from portcheck.commands import run
+    from portcheck.supervise import Standby
+    standby = Standby(["run", "--standby", "--target", "interpreter"], run._target_env("interpreter"))
+    standby.proc.stdin.close()   # the supervisor's end, as its stdin sees it
+    assert standby.proc.wait(timeout=300) == 0
+    assert standby.proc.stdout.read() == ""
+    standby.stop()
+
+
+def test_standbys_are_counted_without_the_gpu_runtime(monkeypatch):
+    monkeypatch.setattr(workers, "cpu_count", lambda: 32)
+    monkeypatch.delenv(workers.XDIST_VAR, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert workers.standby_count("nvidia", None) == 32 and workers.standby_count("nvidia", 3) == 6
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr(workers, "driver_gpu_count", lambda vendor: None)   # no driver files: one GPU
+    assert workers.standby_count("nvidia", None) == workers.MAX_JOBS_PER_GPU
+    assert workers.standby_count(None, None) == workers.MAX_JOBS_PER_GPU and workers.standby_count(None, 2) == 2
