@@ -202,7 +202,7 @@ def _main(args, standbys: _Standbys) -> int:
 class _Standbys:
     """Check workers started before the run is planned (supervise.Standby), for its first
     target: they import while the supervisor imports, plans and checks its arguments, and its
-    first pool takes them. On the lent H200 the first records came 0.5 to 1.5 s sooner and a
+    first pool takes them. On the lent H200 the first records came 0.3 to 1.5 s sooner and a
     two-unit run took 6.9 to 7.7 s against 8.0 to 8.3 s (the supervisor, importing beside them,
     reaches its pool about 1 s later than alone; reports/examples/speed-h200/twenty-third-session/)."""
 
