@@ -210,9 +210,12 @@ class _Standbys:
         self.target, self.waiting = None, []
 
     def start(self, args) -> None:
+        from ..pinning import driver_gpu_count
         from ..supervise import Standby
         target = (csv(args.target) or load_run_plan(args.matrix).targets or [""])[0]
-        if target not in RUNTIME_TARGETS or args.sanitize:   # 'auto' needs the runtime to resolve
+        if target == "auto":   # torch resolves it later; a wrong guess only stops its standbys
+            target = next((t for t in ("cuda", "rocm") if driver_gpu_count(runtime_target(t).vendor)), "interpreter")
+        if target not in RUNTIME_TARGETS or args.sanitize:
             return
         device = runtime_target(target)
         count = 1 if args.replay else workers.standby_count(device.vendor if device.is_gpu else None, args.jobs)

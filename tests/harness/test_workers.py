@@ -339,3 +339,15 @@ def test_standbys_are_counted_without_the_gpu_runtime(monkeypatch):
     monkeypatch.setattr(workers, "driver_gpu_count", lambda vendor: None)   # no driver files: one GPU
     assert workers.standby_count("nvidia", None) == workers.MAX_JOBS_PER_GPU
     assert workers.standby_count(None, None) == workers.MAX_JOBS_PER_GPU and workers.standby_count(None, 2) == 2
+
+
+def test_the_default_target_gets_standbys_for_the_target_the_drivers_files_suggest(tmp_path, standbys, monkeypatch):
+    # no --target: the matrix's 'auto', which torch resolves later: here, no GPU, the interpreter
+    one = ("run", "--kernel", "softmax", "--dtype", "fp32", "--jobs", "1", "--profile", "ci")
+    assert cli.main([*one, "--out", str(tmp_path / "guessed")]) == 0
+    assert len(standbys) == 1 and standbys[0].handed is not None
+    from portcheck import pinning
+    monkeypatch.setattr(pinning, "driver_gpu_count", lambda vendor: 1 if vendor == "nvidia" else None)
+    assert cli.main([*one, "--out", str(tmp_path / "wrong")]) == 0   # guessed cuda: stopped, workers afresh
+    assert len(standbys) == 2 and standbys[1].handed is None and standbys[1].proc.poll() is not None
+    assert _records(tmp_path / "guessed") == _records(tmp_path / "wrong")
