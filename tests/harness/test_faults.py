@@ -111,7 +111,6 @@ def test_interrupt_leaves_a_valid_partial_report(tmp_path):
     assert _records(out)["fault_ok"]["verdict"] == "pass"
 
 
-
 # the run with its timing pool on, which GPU runs have (here on the interpreter, which times nothing)
 TIMED_RUN = ("import sys; from portcheck import cli; from portcheck.commands import run; "
              "run._timed = lambda args, matrix, target: True; sys.exit(cli.main(sys.argv[1:]))")

@@ -342,12 +342,18 @@ def test_standbys_are_counted_without_the_gpu_runtime(monkeypatch):
 
 
 def test_the_default_target_gets_standbys_for_the_target_the_drivers_files_suggest(tmp_path, standbys, monkeypatch):
-    # no --target: the matrix's 'auto', which torch resolves later: here, no GPU, the interpreter
+    # no --target: the matrix's 'auto', which torch resolves later; the standbys' target is guessed
+    # from the driver's files (here made to say what torch will find, then something else)
+    from portcheck import pinning
+    from portcheck.targets.runtime import resolve
+    found = resolve("auto")
+    says = {"cuda": "nvidia", "rocm": "amd"}
     one = ("run", "--kernel", "softmax", "--dtype", "fp32", "--jobs", "1", "--profile", "ci")
+    monkeypatch.setattr(pinning, "driver_gpu_count", lambda vendor: 1 if says.get(found) == vendor else None)
     assert cli.main([*one, "--out", str(tmp_path / "guessed")]) == 0
     assert len(standbys) == 1 and standbys[0].handed is not None
-    from portcheck import pinning
-    monkeypatch.setattr(pinning, "driver_gpu_count", lambda vendor: 1 if vendor == "nvidia" else None)
-    assert cli.main([*one, "--out", str(tmp_path / "wrong")]) == 0   # guessed cuda: stopped, workers afresh
+    wrong = "amd" if found == "interpreter" else None   # a GPU said to be here, or none where one is
+    monkeypatch.setattr(pinning, "driver_gpu_count", lambda vendor: 1 if vendor == wrong else None)
+    assert cli.main([*one, "--out", str(tmp_path / "wrong")]) == 0   # stopped, workers started afresh
     assert len(standbys) == 2 and standbys[1].handed is None and standbys[1].proc.poll() is not None
     assert _records(tmp_path / "guessed") == _records(tmp_path / "wrong")
