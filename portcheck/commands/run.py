@@ -96,7 +96,9 @@ def add_arguments(p) -> None:
     p.add_argument("--standby", action="store_true", help=argparse.SUPPRESS)
 
 
-def _plan(args) -> tuple[RunPlan, list[str], list, list[str] | None]:
+def _settings(args) -> tuple[RunPlan, list[str], dict | None]:
+    """The matrix with the command line's limits, the targets as named and the --replay spec:
+    what needs neither torch nor the cases, checked before any worker starts."""
     matrix = load_run_plan(args.matrix)
     if args.timeout is not None:
         if not 0 < args.timeout < float("inf"):   # NaN included: it would turn the hang guard off
@@ -111,7 +113,14 @@ def _plan(args) -> tuple[RunPlan, list[str], list, list[str] | None]:
     for t in targets:
         if t not in (*RUNTIME_TARGETS, "auto"):
             raise UsageError(f"unknown target {t!r}; known: {', '.join(RUNTIME_TARGETS)}, auto")
-    targets = list(dict.fromkeys(resolve(t) for t in targets))
+    spec = json_spec("--replay", args.replay, "the JSON spec printed by a failure (an object with 'dtype')") \
+        if args.replay else None
+    return matrix, targets, spec
+
+
+def _plan(args, matrix: RunPlan, named: list[str], spec: dict | None) -> tuple[RunPlan, list[str], list,
+                                                                             list[str] | None]:
+    targets = list(dict.fromkeys(resolve(t) for t in named))
     load_cases(args, matrix)
     if args.as_arch:   # an unknown arch stops the run before it starts
         from ..as_arch import groups, parse
@@ -122,7 +131,6 @@ def _plan(args) -> tuple[RunPlan, list[str], list, list[str] | None]:
     if matrix.overrides:
         load_overrides(matrix.overrides)  # an invalid or expired entry stops the run before it starts
     if args.replay:
-        spec = json_spec("--replay", args.replay, "the JSON spec printed by a failure (an object with 'dtype')")
         selected = named_case(selected, args.kernel)
         if len(selected) != 1 or len(targets) != 1:
             raise UsageError("--replay needs exactly one --kernel and one --target")
@@ -162,19 +170,20 @@ def main(args) -> int:
         select_mode(args.target, raw_interpreter=args.raw_interpreter)
     workers.check_jobs(args.jobs)
     workers.shard([], args.shard)
+    matrix, named, spec = _settings(args)
     standbys = _Standbys()
     try:
         if not args.worker:
-            standbys.start(args)
-        return _main(args, standbys)
+            standbys.start(args, named)
+        return _main(args, standbys, matrix, named, spec)
     finally:
         standbys.stop()   # those no pool took: the run stopped early, or needed fewer
 
 
-def _main(args, standbys: _Standbys) -> int:
+def _main(args, standbys: _Standbys, matrix: RunPlan, named: list[str], spec: dict | None) -> int:
     from ..runner import configure
     configure(_checks(args))    # a bad --launches stops the run before it starts
-    matrix, targets, selected, dtypes = _plan(args)
+    matrix, targets, selected, dtypes = _plan(args, matrix, named, spec)
     if args.worker:
         try:
             return _work(args, matrix, targets[0], selected, dtypes)
@@ -209,10 +218,11 @@ class _Standbys:
     def __init__(self):
         self.target, self.waiting = None, []
 
-    def start(self, args) -> None:
+    def start(self, args, named: list[str]) -> None:
+        """Standbys for the first of the targets as named (`_settings`)."""
         from ..pinning import driver_gpu_count
         from ..supervise import Standby
-        target = (csv(args.target) or load_run_plan(args.matrix).targets or [""])[0]
+        target = (named or [""])[0]
         if target == "auto":   # torch resolves it later; a wrong guess only stops its standbys
             target = next((t for t in ("cuda", "rocm") if driver_gpu_count(runtime_target(t).vendor)), "interpreter")
         if target not in RUNTIME_TARGETS or args.sanitize:

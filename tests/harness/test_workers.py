@@ -303,7 +303,7 @@ def test_a_run_hands_its_checks_to_standbys_with_the_records_of_fresh_workers(tm
     assert _cli_run(tmp_path / "standby", *small) == 0
     assert len(standbys) == 2 and all(s.handed and "--worker" in s.handed for s in standbys)
     assert all(s.proc.poll() is not None for s in standbys), "every standby has ended with the run"
-    monkeypatch.setattr(run._Standbys, "start", lambda self, args: None)   # workers started afresh
+    monkeypatch.setattr(run._Standbys, "start", lambda self, args, named: None)   # workers started afresh
     assert _cli_run(tmp_path / "fresh", *small) == 0
     assert len(standbys) == 2
     assert _records(tmp_path / "standby") == _records(tmp_path / "fresh")
