@@ -34,7 +34,7 @@ from pathlib import Path
 from . import results
 from .cases import cases_flag
 from .errors import UsageError
-from .supervise import Unfinished, inflight_path, supervise, supervise_all
+from .supervise import PORTCHECK, Unfinished, inflight_path, supervise, supervise_all
 
 NVIDIA_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 ROCM_TOOLS = ("address",)
@@ -450,7 +450,7 @@ class SanitizedSession:
     def run(self, case, dtype: str, spec: dict | None = None, on_example=None) -> results.Result:
         s = self.session
         with tempfile.TemporaryDirectory(prefix="portcheck-sanitize-") as out:
-            cmd = [sys.executable, "-m", "portcheck", "run", "--target", s.target.name,
+            cmd = [*PORTCHECK, "run", "--target", s.target.name,
                    "--kernel", case.name, "--dtype", dtype, "--seed", str(s.seed), "--profile", s.profile,
                    "--no-time", "--out", out, *cases_flag(case.name), *self.run_options]
             if spec is not None:

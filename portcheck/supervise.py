@@ -31,6 +31,7 @@ EXIT_ORPHANED = 4         # the worker's supervisor is gone
 MAX_RESTARTS = 50
 TIMED_OUT = "timed out"
 SUPERVISOR_PID = "PORTCHECK_SUPERVISOR_PID"   # set in the worker's environment
+PORTCHECK = [sys.executable, "-m", "portcheck"]   # portcheck's command line, in this interpreter
 
 
 class Stopped(Exception):
@@ -215,16 +216,14 @@ class Standby:
     (its own imports, the cases, the GPUs) meanwhile; `stop()` (or the supervisor's end: EOF on
     stdin) ends one that gets no command, quietly."""
 
-    PREFIX = [sys.executable, "-m", "portcheck"]
-
     def __init__(self, argv: list[str], env: dict):
-        self.proc = _spawn([*self.PREFIX, *argv], env, piped=True, stdin=subprocess.PIPE)
+        self.proc = _spawn([*PORTCHECK, *argv], env, piped=True, stdin=subprocess.PIPE)
 
     def start(self, cmd: list[str], env: dict) -> subprocess.Popen | None:
         """Hand it a worker's command (`cmd` as `supervise` would start it); None when it cannot
         take it (another program, or the standby has ended), and it is then stopped."""
-        if cmd[:len(self.PREFIX)] == self.PREFIX and self.proc.poll() is None:
-            order = {"argv": cmd[len(self.PREFIX):], "env": {**env, SUPERVISOR_PID: str(os.getpid())}}
+        if cmd[:len(PORTCHECK)] == PORTCHECK and self.proc.poll() is None:
+            order = {"argv": cmd[len(PORTCHECK):], "env": {**env, SUPERVISOR_PID: str(os.getpid())}}
             try:
                 self.proc.stdin.write(json.dumps(order) + "\n")
                 self.proc.stdin.close()

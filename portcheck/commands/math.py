@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 from .. import results
 from ..errors import UsageError
 from ..reports.output import atomic_write
 from ..facts.archs import ARCHS, parse_archs
-from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
+from ..supervise import PORTCHECK
+from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode, target_env
 from ._common import csv, timestamped, writable_dir
 
 NAME = "math"
@@ -55,11 +54,8 @@ def main(args) -> int:
     path = out / "results.jsonl"
     if path.exists():
         raise UsageError(f"{path} exists already; choose a new --out")
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    if target == "interpreter":
-        env["TRITON_INTERPRET"] = "1"
-    cmd = [sys.executable, "-m", "portcheck", "math", "--target", target, "--arch", "none",
+    env = target_env(target)
+    cmd = [*PORTCHECK, "math", "--target", target, "--arch", "none",
            "--per-exponent", str(args.per_exponent), "--worker", str(path)]
     if args.function:
         cmd += ["--function", args.function]

@@ -29,9 +29,9 @@ from ..reports.markdown import markdown
 from ..reports.output import atomic_write, owned, write_reserved
 from ..reports.progress import Progress
 from ..sanitize import TIME_SCALE, TOOLS, for_target, run_each
-from ..supervise import (EXIT_CONTEXT_LOST, Stopped, Unfinished, announce, finish, gpu_context_ok,
+from ..supervise import (EXIT_CONTEXT_LOST, PORTCHECK, Stopped, Unfinished, announce, finish, gpu_context_ok,
                          inflight_path, stopping_on_signals, supervise, supervise_all)
-from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode
+from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode, target_env
 from ..targets.runtime import target as runtime_target
 from ._common import (DEFAULT_MATRIX, add_cases_argument, check_dtypes, csv, json_spec, load_cases, load_run_plan,
                       named_case, plan_sources, timestamped, writable_dir)
@@ -230,7 +230,7 @@ class _Standbys:
         device = runtime_target(target)
         count = 1 if args.replay else workers.standby_count(device.vendor if device.is_gpu else None, args.jobs)
         argv = ["run", "--standby", "--target", target] + (["--raw-interpreter"] if args.raw_interpreter else [])
-        env = _target_env(target)
+        env = target_env(target)
         self.target = target
         for _ in range(count):
             self.waiting.append(Standby(argv, env))
@@ -265,15 +265,6 @@ def _standby(args) -> int:
     parser = argparse.ArgumentParser(prog=f"portcheck {NAME}")
     add_arguments(parser)
     return main(parser.parse_args(argv[1:]))   # argv[0] is "run"
-
-
-def _target_env(target: str) -> dict:
-    """The environment of a target's workers: the interpreter's mode on for it alone."""
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    if target == "interpreter":
-        env["TRITON_INTERPRET"] = "1"
-    return env
 
 
 def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Path, standbys: _Standbys) -> int:
@@ -334,7 +325,7 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
     listed in `unfinished` (the run is then partial) and the next target still runs."""
     status = 0
     for target in targets:
-        env = _target_env(target)
+        env = target_env(target)
         if target in sanitizers:   # one worker per case x dtype, so a finding names its case
             jobs = args.jobs or workers.default_jobs(1, _gpu_memory(target))
             print(f"== {target}: {jobs} worker(s) at a time, each one case x dtype under {args.sanitize}: "
@@ -476,7 +467,7 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
             "case": state["case"], "dtype": state["dtype"], "target": target, "time_ms": None,
             "seconds": 0.0, "message": f"timing failed: {why}"})) if timing else None
         index = first_slot + slot.index
-        return dict(cmd=[sys.executable, "-m", "portcheck", *argv, "--worker-slot", str(index)],
+        return dict(cmd=[*PORTCHECK, *argv, "--worker-slot", str(index)],
                     env=slot.env, results_path=results_path, target=target, case_timeout=matrix.timeout,
                     inflight=inflight_path(results_path, target, index), output=output, on_fault=on_fault,
                     standby=standbys.take(target) if standbys else None)
@@ -595,7 +586,7 @@ def _one_unit_command(args, target: str, seed: int):
     nothing) into a given results file."""
     def command(case: str, dtype: str, results_path: Path, slot: int) -> list[str]:
         one = argparse.Namespace(**{**vars(args), "kernel": case, "dtype": dtype, "no_time": True, "shard": None})
-        return [sys.executable, "-m", "portcheck", *_child_argv(one, target, seed, results_path),
+        return [*PORTCHECK, *_child_argv(one, target, seed, results_path),
                 "--worker-slot", str(slot)]
     return command
 

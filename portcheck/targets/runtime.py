@@ -148,6 +148,16 @@ def resolve(name: str) -> str:
     return target(name).name
 
 
+def target_env(target_name: str) -> dict:
+    """This process's environment for a process that runs on the target: the interpreter's mode
+    on for the interpreter alone (select_mode sets it in the process itself)."""
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    if target_name == "interpreter":
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
 def select_mode(target_name: str, raw_interpreter: bool = False) -> None:
     """Fix this process's Triton mode for the target; call before importing any kernel module.
     The interpreter gets portcheck's numerics layer (interpreter_numerics) unless raw_interpreter."""

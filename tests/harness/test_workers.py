@@ -325,9 +325,9 @@ def test_standbys_a_run_does_not_need_are_stopped(tmp_path, standbys, capsys):
 
 
 def test_a_standby_given_no_command_ends_quietly():
-    from portcheck.commands import run
     from portcheck.supervise import Standby
-    standby = Standby(["run", "--standby", "--target", "interpreter"], run._target_env("interpreter"))
+    from portcheck.targets.runtime import target_env
+    standby = Standby(["run", "--standby", "--target", "interpreter"], target_env("interpreter"))
     standby.proc.stdin.close()   # the supervisor's end, as its stdin sees it
     assert standby.proc.wait(timeout=300) == 0
     assert standby.proc.stdout.read() == ""
