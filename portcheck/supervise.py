@@ -141,17 +141,21 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _wait(proc: subprocess.Popen, inflight: Path, case_timeout: float):
-    """The worker's exit code, or TIMED_OUT when one case ran longer than the limit."""
+def _wait(proc: subprocess.Popen, inflight: Path, case_timeout: float, on_finished=None):
+    """The worker's exit code, or TIMED_OUT when one case ran longer than the limit;
+    `on_finished()` is called once the worker says it has finished (before it has exited)."""
     while True:
-        code = proc.poll()
-        if code is not None:
-            return code
+        try:
+            return proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
         state = _read(inflight)
+        if state and state.get("finished") and on_finished is not None:
+            on_finished()
+            on_finished = None
         if state and time.time() - state.get("started", time.time()) > case_timeout:
             _kill(proc)
             return TIMED_OUT
-        time.sleep(0.2)
 
 
 def _describe_exit(code) -> str:
@@ -260,7 +264,8 @@ def _forward(stream, output) -> threading.Thread:
 
 def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_timeout: float,
               restart: bool = True, *, inflight: Path | None = None, output=None, on_fault=None,
-              stop: threading.Event | None = None, started=None, standby: Standby | None = None) -> int:
+              stop: threading.Event | None = None, started=None, standby: Standby | None = None,
+              on_finished=None) -> int:
     """Run the worker until it finishes its cases; returns 0 (all passed) or 1. `restart=False`
     for a worker given one case (portcheck/sanitize.py): a fault is recorded, not retried.
     Raises Unfinished when the worker stops outside any case, and lets KeyboardInterrupt and
@@ -270,7 +275,9 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
     receives what it prints, `on_fault(state, why)` records a fault (default: an error record
     in `results_path`), `started(proc)` learns each process started, and once `stop` is set
     (the run is stopping and has killed the workers) nothing more is recorded or restarted.
-    A `standby` (started ahead, `Standby`) runs the first attempt where it is still alive."""
+    A `standby` (started ahead, `Standby`) runs the first attempt where it is still alive.
+    `on_finished()` is called once the worker has said it finished every case, while it may still
+    be exiting (a GPU worker's exit takes its context down, which takes a while)."""
     inflight = inflight or inflight_path(results_path, target)
     evidence = "interpreter" if target == "interpreter" else "gpu"
     status = 0
@@ -287,7 +294,7 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
             _kill(proc)
             return 1
         try:
-            code = _wait(proc, inflight, case_timeout)
+            code = _wait(proc, inflight, case_timeout, on_finished)
         finally:   # whatever ended it (Ctrl-C, SIGTERM, SIGHUP included), nothing it started lives on
             _kill(proc)
             if pump is not None:

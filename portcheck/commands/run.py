@@ -347,14 +347,20 @@ def _supervise_targets(args, matrix, targets, selected, dtypes, sanitizers, resu
         # meanwhile (about 5 s a run on the H200), then wait for the checks to end
         timing = _background(lambda: _pool(args, matrix, target, selected, dtypes, env, results_path,
                                            seed, unfinished, timing=True, go=go)) if go else None
+
+        def checked() -> None:   # every check worker has finished: time while they exit
+            if not unfinished:
+                go.release(True)
         try:
             status = max(status, _pool(args, matrix, target, selected, dtypes, env, results_path, seed, unfinished,
-                                       standbys=standbys))
+                                       standbys=standbys, on_all_finished=checked if go else None))
         except BaseException:   # stopped (Ctrl-C, SIGTERM) or failed: the timing worker ends too
             if go:
+                waiting = not go.released()   # else it times already, and ends with this run (watch_supervisor)
                 go.release(False)
-                with contextlib.suppress(futures.TimeoutError):   # it reads "stop" before the report's clean-up
-                    timing.exception(timeout=STOP_WAIT_S)
+                if waiting:
+                    with contextlib.suppress(futures.TimeoutError):   # it reads "stop" before the report's clean-up
+                        timing.exception(timeout=STOP_WAIT_S)
             raise
         if go:
             go.release(not unfinished)   # a partial run is not timed
@@ -409,11 +415,13 @@ def _timed(args, matrix, target: str) -> bool:
 
 
 def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: Path, seed: int,
-          unfinished: list, timing: bool = False, go: _Go | None = None, standbys: _Standbys | None = None) -> int:
+          unfinished: list, timing: bool = False, go: _Go | None = None, standbys: _Standbys | None = None,
+          on_all_finished=None) -> int:
     """A pool of supervised workers per GPU (on the interpreter, one pool) that claim the run's
     units one at a time, in `standbys` where there are some; with `timing`, one worker per GPU
     that times the passed cases, alone on its GPU (a time taken beside other workers would
-    measure them too), started with the checks: it times once `go` is released."""
+    measure them too), started with the checks: it times once `go` is released.
+    `on_all_finished()`: called once every worker has said it finished, before they have all exited."""
     units = None if timing else _keys(args, selected, dtypes)
     vendor = runtime_target(target).vendor
     devices = getattr(args, "devices", {}).get(target, [])
@@ -462,15 +470,24 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
                 start()
             bar["progress"].advance(seen.new())
 
+    finished: set = set()
+
     def worker(slot) -> dict:
         on_fault = (lambda state, why: results.append(_timings_path(results_path, target), {
             "case": state["case"], "dtype": state["dtype"], "target": target, "time_ms": None,
             "seconds": 0.0, "message": f"timing failed: {why}"})) if timing else None
         index = first_slot + slot.index
+
+        def on_finished() -> None:
+            with lock:
+                finished.add(index)
+                if len(finished) == len(slots):
+                    on_all_finished()
         return dict(cmd=[*PORTCHECK, *argv, "--worker-slot", str(index)],
                     env=slot.env, results_path=results_path, target=target, case_timeout=matrix.timeout,
                     inflight=inflight_path(results_path, target, index), output=output, on_fault=on_fault,
-                    standby=standbys.take(target) if standbys else None)
+                    standby=standbys.take(target) if standbys else None,
+                    on_finished=on_finished if on_all_finished else None)
 
     pool = [worker(slot) for slot in slots]
     if standbys:

@@ -251,11 +251,14 @@ def test_the_timing_worker_starts_with_the_checks_and_times_only_after_them(tmp_
     for name in ("_REGISTRY", "_NAMED", "_ORIGIN"):   # the case registered here goes with the test
         monkeypatch.setattr(cases, name, dict(getattr(cases, name)))
     monkeypatch.delitem(sys.modules, "tests.support.timed_case", raising=False)
+    released, release = [], run._Go.release
+    monkeypatch.setattr(run._Go, "release", lambda self, go: released.append(go) or release(self, go))
     out = tmp_path / "o"
     status = cli.main(["run", "--target", "interpreter", "--cases", "tests.support.timed_case", "--kernel",
                        "timed_copy", "--jobs", "2", "--out", str(out)])
     text = capsys.readouterr().out
     assert status == 0, text
+    assert released == [True, True]   # once both check workers said they finished, and after their exit
     header = "== interpreter: timing with 1 worker(s), started with the checks"
     assert header in text and "--wait-for" in text
     checked = [line for line in text.splitlines() if line.startswith("interpreter/") and " pass" in line]
@@ -266,6 +269,22 @@ def test_the_timing_worker_starts_with_the_checks_and_times_only_after_them(tmp_
     assert all(r["verdict"] == "pass" and r["time_ms"] is None and r["message"].startswith("timing failed")
                for r in records)
     assert not list(out.glob(".go-*")) and not list(out.glob(".claims-*"))
+
+
+def test_a_worker_is_known_finished_before_it_has_exited(tmp_path):
+    # a GPU worker's exit takes its context down (a second or so): the timing pool starts on the
+    # check workers' word that they finished, not on their exit
+    import time
+
+    from portcheck import supervise
+    inflight = tmp_path / "w.inflight.json"
+    worker = ("import json, sys, time; from pathlib import Path; "
+              "Path(sys.argv[1]).write_text(json.dumps({'finished': True, 'failed': False})); time.sleep(2)")
+    proc = subprocess.Popen([sys.executable, "-c", worker, str(inflight)])
+    heard = []
+    code = supervise._wait(proc, inflight, 60, on_finished=lambda: heard.append(time.monotonic()))
+    exited = time.monotonic()
+    assert code == 0 and len(heard) == 1 and exited - heard[0] > 1.0
 
 
 def test_a_timing_worker_started_early_stops_when_told(tmp_path):
