@@ -482,6 +482,8 @@ def _pool(args, matrix, target: str, selected, dtypes, env: dict, results_path: 
             with lock:
                 finished.add(index)
                 if len(finished) == len(slots):
+                    if "progress" in bar:   # its 100% line before the next pool's first
+                        bar["progress"].advance(seen.new())
                     on_all_finished()
         return dict(cmd=[*PORTCHECK, *argv, "--worker-slot", str(index)],
                     env=slot.env, results_path=results_path, target=target, case_timeout=matrix.timeout,
