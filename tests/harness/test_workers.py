@@ -287,6 +287,35 @@ def test_a_worker_is_known_finished_before_it_has_exited(tmp_path):
     assert code == 0 and len(heard) == 1 and exited - heard[0] > 1.0
 
 
+def test_a_run_stopped_once_its_timing_began_does_not_wait_for_the_timing(tmp_path, monkeypatch):
+    # stopped while the timing worker waits for its go, the run waits for it to read "stop" (the
+    # faults tests); stopped after the go, the worker times and reads nothing more: the run ends
+    # at once, and the worker with it (supervise.watch_supervisor)
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from portcheck.commands import run
+    monkeypatch.setattr(run, "_timed", lambda args, matrix, target: True)
+    timing = threading.Event()
+
+    def pool(*args, go=None, on_all_finished=None, **kwargs):
+        if kwargs.get("timing"):
+            assert run._wait_for_go(go.path)
+            timing.set()
+            time.sleep(120)   # timing: it never looks at the go file again
+            return 0
+        on_all_finished()
+        assert timing.wait(30)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(run, "_pool", pool)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run._supervise_targets(SimpleNamespace(), SimpleNamespace(), ["interpreter"], [], None, {},
+                               tmp_path / "results.jsonl", 0, [], None)
+    assert time.monotonic() - start < run.STOP_WAIT_S / 2
+
+
 def test_a_timing_worker_started_early_stops_when_told(tmp_path):
     from portcheck.commands import run
     go = run._Go(tmp_path / "results.jsonl", "cuda")
