@@ -281,6 +281,12 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
     inflight = inflight or inflight_path(results_path, target)
     evidence = "interpreter" if target == "interpreter" else "gpu"
     status = 0
+    told = []   # on_finished once: when the worker says it finished, at its exit at the latest
+
+    def finished() -> None:
+        if on_finished is not None and not told:
+            told.append(True)
+            on_finished()
     for _ in range(MAX_RESTARTS):
         inflight.unlink(missing_ok=True)
         proc = standby.start(cmd, env) if standby is not None else None
@@ -294,7 +300,7 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
             _kill(proc)
             return 1
         try:
-            code = _wait(proc, inflight, case_timeout, on_finished)
+            code = _wait(proc, inflight, case_timeout, finished)
         finally:   # whatever ended it (Ctrl-C, SIGTERM, SIGHUP included), nothing it started lives on
             _kill(proc)
             if pump is not None:
@@ -303,6 +309,7 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
             return 1
         state = _read(inflight)
         if state and state.get("finished") and code != TIMED_OUT:
+            finished()   # a worker that exited before its supervisor read its last word
             inflight.unlink(missing_ok=True)
             return max(status, 1 if state.get("failed") else 0)
         status = 1

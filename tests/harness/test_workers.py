@@ -285,6 +285,13 @@ def test_a_worker_is_known_finished_before_it_has_exited(tmp_path):
     code = supervise._wait(proc, inflight, 60, on_finished=lambda: heard.append(time.monotonic()))
     exited = time.monotonic()
     assert code == 0 and len(heard) == 1 and exited - heard[0] > 1.0
+    # one that exits before its supervisor reads its last word is heard at its exit, once
+    quick = worker.replace("time.sleep(2)", "None")
+    heard.clear()
+    assert supervise.supervise([sys.executable, "-c", quick, str(inflight)], dict(os.environ),
+                               tmp_path / "results.jsonl", "interpreter", 60, inflight=inflight,
+                               on_finished=lambda: heard.append(time.monotonic())) == 0
+    assert len(heard) == 1
 
 
 def test_a_run_stopped_once_its_timing_began_does_not_wait_for_the_timing(tmp_path, monkeypatch):
