@@ -23,6 +23,7 @@ from . import strategies as S
 from .cases import Case, cases_flag, float64_args
 from .compare import Comparison, compare, compare_launches, flat_to_index
 from .diagnose import diagnose
+from .diagnose.finding import REPRODUCED, Finding
 from .dtypes import fmt
 from .errors import UsageError
 from .facts import device as facts_device
@@ -189,9 +190,86 @@ def _inputs(case: Case, device: str, spec: dict, checks: Checks) -> tuple[dict, 
     # far rows stay where they are (guards.REHOME_LIMIT_BYTES): what they look for, an offset
     # that wraps in int32, shows in the outputs
     args = _far_args(case, spec, device) if spec.get("layout") == "far" else case.make(spec, device)
+    if COLUMNS_KEY in spec:
+        args = strided_columns(args, spec[COLUMNS_KEY], case.in_place)
     if not checks.guards:
         return args, []
     return guards.rehome_inputs(args, case.in_place)
+
+
+# ---- strided columns: an input whose last dimension is not contiguous ------------------------
+# Hypothesis's layouts vary the row stride only; a launcher given a tensor whose last dimension is
+# strided (a transposed or sliced view) must copy it, use its stride, or refuse it. A passing
+# search ends with one more input per tensor argument, the largest passing input with that
+# tensor alone laid out so (runner.check): a refusal is the launcher's right, a wrong result is a
+# failure (a kernel that takes the stride and steps by 1, a launcher that passes the pointer as if
+# the tensor were contiguous, a check made on one tensor and not on the next).
+COLUMNS_KEY = "strided_input"   # the spec key naming the argument the harness lays out so
+STRIDE = 2                      # its last dimension's stride; the elements between hold the poison
+# what a launcher raises to refuse an input it cannot take (torch's view() of a strided tensor
+# raises a plain RuntimeError naming the stride); anything else is a fault, as in any example
+REFUSALS = (ValueError, TypeError, NotImplementedError, AssertionError)
+
+
+def columns_hint(name: str) -> str:
+    return f"{name} with a strided last dimension (stride {STRIDE}, a view of every other element): "
+
+
+def stridable(args: dict, in_place=()) -> list[str]:
+    """The arguments strided_columns can lay out: tensors with 2 or more elements along their last
+    dimension, neither written in place nor sharing storage with another argument (views of one
+    buffer, which the case may mean to alias)."""
+    shared: dict = {}
+    for value in args.values():
+        if isinstance(value, torch.Tensor) and value.numel():
+            key = (value.device, value.untyped_storage().data_ptr())
+            shared[key] = shared.get(key, 0) + 1
+    return [name for name, t in args.items()
+            if isinstance(t, torch.Tensor) and t.dim() and t.shape[-1] >= 2 and name not in in_place
+            and t.dtype in guards.INPUT_POISON and shared[(t.device, t.untyped_storage().data_ptr())] == 1]
+
+
+def strided_columns(args: dict, name: str, in_place=()) -> dict:
+    """args with `name` replaced by a copy whose last dimension has stride STRIDE."""
+    if name not in stridable(args, in_place):
+        raise ValueError(f"{COLUMNS_KEY}: {name!r} is not a tensor argument that can be laid out so "
+                         f"(these can: {', '.join(stridable(args, in_place)) or 'none'})")
+    t = args[name]
+    with torch.no_grad():
+        wide = poisoned((*t.shape[:-1], STRIDE * t.shape[-1]), t.dtype, t.device)[..., ::STRIDE]
+        wide.copy_(t)
+    return {**args, name: wide}
+
+
+HARNESS_KEYS = (autotuned.KEY, forcing.CONFIG_KEY, COLUMNS_KEY)   # what the harness adds to a case's specs
+
+
+def harness_keys(spec: dict, own: set, where: str) -> dict:
+    """spec without the keys that the harness, not the case's strategy (whose keys are `own`),
+    put there: an autotune configuration no example reached, --as-arch's drawn configuration, the
+    strided input. Their values are checked: a UsageError names a wrong one."""
+    added = {k: spec[k] for k in HARNESS_KEYS if k in spec and k not in own}
+    for key, value in added.items():
+        if key == COLUMNS_KEY:
+            if not isinstance(value, str) or not value:
+                raise UsageError(f"{where}: '{key}' must name a tensor argument, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageError(f"{where}: '{key}' must be a configuration index, 0 or more, got {value!r}")
+    return {k: v for k, v in spec.items() if k not in added}
+
+
+def columns_finding(name: str) -> Finding:
+    return Finding("position", f"{name}'s strided last dimension read as if contiguous: the kernel steps "
+                   "through it by 1, or the launcher passes its pointer without its stride (copy it with "
+                   ".contiguous(), use its stride, or refuse it)",
+                   f"the input the harness lays out with {name}'s last dimension at stride {STRIDE}, after the "
+                   "search's own inputs, whose last dimensions are contiguous, passed", REPRODUCED)
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether an exception is a launcher's refusal of its input rather than a fault."""
+    return isinstance(exc, REFUSALS) or (isinstance(exc, RuntimeError) and type(exc) is RuntimeError
+                                         and ("stride" in str(exc) or "contiguous" in str(exc)))
 
 
 # ---- far rows: offsets past 2**31 elements (GPU targets) ------------------------------------
@@ -214,9 +292,9 @@ def far_rows_base(spec: dict) -> bool:
 
 
 def spec_size(spec: dict) -> int:
-    """The product of a spec's sizes: its positive integers but seeds and configuration indices."""
+    """The product of a spec's sizes: its positive integers but seeds and the harness's own keys."""
     return math.prod(v for k, v in spec.items() if isinstance(v, int) and not isinstance(v, bool)
-                     and v > 0 and "seed" not in k and k not in (autotuned.KEY, forcing.CONFIG_KEY))
+                     and v > 0 and "seed" not in k and k not in HARNESS_KEYS)
 
 
 def far_rows_rank(spec: dict) -> int:
@@ -629,6 +707,24 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                                              facts_device.compute_units(TARGETS[target_name].device))
         prop(search.many_rows)
 
+    def strided():
+        """More inputs, one per tensor argument: the largest passing input with that tensor's last
+        dimension strided (strided_columns). The launcher may refuse it, and must not get it wrong."""
+        if COLUMNS_KEY in search.largest:   # the case's own key of that name
+            return
+        with _quiet_arithmetic(target_name):
+            names = stridable(case.make(search.largest, TARGETS[target_name].device), case.in_place)
+        for name in names:
+            try:
+                prop({**search.largest, COLUMNS_KEY: name})
+            except CaseFailed:
+                raise
+            except Exception as exc:   # noqa: BLE001  a refusal is the launcher's right; a fault is not
+                if not refused(exc):
+                    raise
+                search.examples -= 1
+                search.fault = search.faulting = None
+
     def far_rows():
         """One more input, a passing row-layout one with its rows past 2**31 elements (GPUs),
         after its twin with contiguous rows."""
@@ -660,8 +756,10 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                 search.failed = [c for c in comps if not c.ok]
                 result.message = "; ".join(c.message for c in search.failed)
             if override is None or override.action != "xfail":   # a known failure is not diagnosed again
-                result.diagnosis = [f.to_dict() for f in diagnose(case, target_name, dtype, search.failing,
-                                                                  search.failed, arch=arch)]
+                found = diagnose(case, target_name, dtype, search.failing, search.failed, arch=arch)
+                if COLUMNS_KEY in search.failing:
+                    found.insert(0, columns_finding(search.failing[COLUMNS_KEY]))
+                result.diagnosis = [f.to_dict() for f in found]
 
     try:
         with running_as():
@@ -692,6 +790,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                     for index in range(search.autotune_count):
                         if index not in search.autotune_run:
                             prop({**search.largest, autotuned.KEY: index})
+                    if not forced:
+                        strided()
                 if far_rows_runs_on(target_name) and not forced and search.far_base is not None:
                     many_rows()
                     far_rows()
@@ -730,6 +830,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     result.failing_input = search.failing if result.verdict in ("fail", "error") else None
     if (result.failing_input or {}).get("layout") == "far":
         result.message = FAR_HINT + result.message
+    elif COLUMNS_KEY in (result.failing_input or {}):
+        result.message = columns_hint(result.failing_input[COLUMNS_KEY]) + result.message
     elif result.failing_input is not None and result.failing_input is search.many_rows:
         rows = next(result.failing_input[k] for k in ROW_KEYS if k in result.failing_input)
         result.message = MANY_HINT.format(rows=rows, per=MANY_ROWS_PER_UNIT) + result.message

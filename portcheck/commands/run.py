@@ -144,6 +144,8 @@ def _check_replay(case, spec: dict, dtypes, budget: int) -> None:
     """The spec must be in the case's input domain (validation.replay_spec), checked against
     examples the case's own strategy draws, before anything runs."""
     import hypothesis
+
+    from ..runner import harness_keys
     from ..validation import replay_spec
     dtype = spec["dtype"]
     if dtype not in case.dtypes or (dtypes and dtype not in dtypes):
@@ -160,7 +162,8 @@ def _check_replay(case, spec: dict, dtypes, budget: int) -> None:
         hypothesis.find(case.inputs(dtype, budget), enough, settings=draw)
     except hypothesis.errors.NoSuchExample:   # fewer distinct inputs than asked for: all were seen
         pass
-    replay_spec(spec, examples, budget, f"--replay for {case.name}")
+    where = f"--replay for {case.name}"
+    replay_spec(harness_keys(spec, set().union(*examples), where), examples, budget, where)
 
 
 def main(args) -> int:

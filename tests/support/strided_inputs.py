@@ -1,0 +1,49 @@
+"""Row kernels whose search draws contiguous last dimensions only (strategies.row_inputs), for the
+harness's strided inputs (tests/harness/test_strided_inputs.py): y = x * w, with w one weight per
+column. The launchers differ in how they take a tensor whose last dimension is strided."""
+import triton
+import triton.language as tl
+
+from portcheck import Case, register
+from portcheck import strategies as S
+from portcheck.tolerance import elementwise
+
+
+@triton.jit
+def scale_rows_kernel(x_ptr, w_ptr, y_ptr, sx0, sx1, sw, sy0, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    ok = offs < cols
+    x = tl.load(x_ptr + row * sx0 + offs * sx1, mask=ok).to(tl.float32)
+    w = tl.load(w_ptr + offs * sw, mask=ok).to(tl.float32)
+    tl.store(y_ptr + row * sy0 + offs, (x * w).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def _launcher(x_stride=True, w_stride=True, refuse=()):
+    def launch(args, outs):
+        x, w, y = args["x"], args["w"], outs["y"]
+        for name in refuse:
+            if args[name].stride(-1) != 1:
+                raise ValueError(f"{name} must have unit stride along its last dimension, got {args[name].stride()}")
+        scale_rows_kernel[(x.shape[0],)](x, w, y, x.stride(0), x.stride(1) if x_stride else 1,
+                                         w.stride(0) if w_stride else 1, y.stride(0), x.shape[1],
+                                         BLOCK=triton.next_power_of_2(x.shape[1]))
+    return launch
+
+
+def _case(name, launch):
+    return register(Case(
+        name=name, family="strided", dtypes=("fp32",),
+        inputs=lambda dtype, max_elements: S.row_inputs(dtype, max_elements, tile=32, max_rows=4),
+        make=lambda spec, device: {"x": S.row_tensor(spec, device),
+                                   "w": S.row_tensor({**spec, "rows": 1, "layout": "contiguous"}, device)[0]},
+        outputs=lambda a: {"y": (tuple(a["x"].shape), a["x"].dtype)},
+        launch=launch,
+        oracle=lambda a: {"y": a["x"] * a["w"]},
+        tolerance=lambda a, refs, dtype: {"y": elementwise(dtype, "fp32", ops=1)}))
+
+
+STRIDES_USED = _case("strided_uses_strides", _launcher())
+X_STRIDE_DROPPED = _case("strided_drops_x_stride", _launcher(x_stride=False))
+W_UNCHECKED = _case("strided_checks_x_only", _launcher(w_stride=False, refuse=("x",)))   # w's stride is not
+REFUSES_BOTH = _case("strided_refuses", _launcher(x_stride=False, w_stride=False, refuse=("x", "w")))
