@@ -274,6 +274,8 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
         raise ValueError(f"context_lens must be a 1-D int32 tensor of {num_seqs} lengths, got "
                          f"{getattr(context_lens, 'dtype', type(context_lens).__name__)} "
                          f"{tuple(getattr(context_lens, 'shape', ()))}")
+    if num_seqs > 1 and context_lens.stride(0) != 1:   # the kernel reads context_lens[s] at s
+        raise ValueError(f"context_lens must be contiguous, got stride {context_lens.stride(0)}")
     devices = {t.device for t in (query, key_cache, value_cache, block_tables, context_lens)}
     if out is None:
         out = torch.empty_like(query)

@@ -161,6 +161,8 @@ def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Te
         raise ValueError(f"head_size {head_size} is outside 2..{MAX_HEAD_SIZE}")
     if positions.dim() != 1 or positions.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"positions must be a 1-D int64 or int32 tensor, got {tuple(positions.shape)} {positions.dtype}")
+    if positions.shape[0] > 1 and positions.stride(0) != 1:   # the kernel reads positions[t] at t
+        raise ValueError(f"positions must be contiguous, got stride {positions.stride(0)}")
     tokens = positions.shape[0]
     if query.shape[0] != tokens:
         raise ValueError(f"query has {query.shape[0]} tokens but positions has {tokens}")

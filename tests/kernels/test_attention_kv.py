@@ -95,6 +95,8 @@ def _kv_with(scale=None, **change):
      ["context_lens[1] = 49 exceeds its block table", "3 blocks x block_size 16 = 48 tokens"]),
     (_paged_with(context_lens=torch.tensor([0, 5], dtype=torch.int32)), ["context_lens[0] = 0"]),
     (_paged_with(context_lens=torch.tensor([20, 33, 5], dtype=torch.int32)), ["context_lens must be a 1-D int32 tensor of 2"]),
+    (_paged_with(context_lens=torch.tensor([20, 0, 33, 0], dtype=torch.int32)[::2]),
+     ["context_lens must be contiguous, got stride 2"]),
     (_paged_with(context_lens=torch.tensor([20, 33], dtype=torch.int64)), ["context_lens must be a 1-D int32"]),
     (_paged_with(block_tables=torch.zeros(2, 3, dtype=torch.int64)), ["block_tables must be a 2-D int32"]),
     (_paged_with(block_tables=torch.zeros(3, 3, dtype=torch.int32)), ["block_tables must have 2 rows"]),

@@ -26,6 +26,8 @@ def q(*shape, dtype=torch.float16):
     (lambda: R.rotary_embedding(POS, q(T, HQ, D, dtype=torch.float64), None, D, CACHE), ["torch.float64"]),
     (lambda: R.rotary_embedding(POS[None], q(T, HQ, D), None, D, CACHE), ["positions must be a 1-D"]),
     (lambda: R.rotary_embedding(POS.float(), q(T, HQ, D), None, D, CACHE), ["positions must be a 1-D int64 or int32"]),
+    (lambda: R.rotary_embedding(POS.repeat_interleave(2)[::2], q(T, HQ, D), None, D, CACHE),
+     ["positions must be contiguous, got stride 2"]),
     (lambda: R.rotary_embedding(POS, q(T + 1, HQ, D), None, D, CACHE), ["query has 5 tokens but positions has 4"]),
     (lambda: R.rotary_embedding(POS, q(T, HQ * D + 3), None, D, CACHE), ["35 columns, not a multiple of head_size 16"]),
     (lambda: R.rotary_embedding(POS, q(T, HQ, D + 2), None, D, CACHE), ["head size 18, expected head_size 16"]),
