@@ -258,6 +258,23 @@ def harness_keys(spec: dict, own: set, where: str) -> dict:
     return {k: v for k, v in spec.items() if k not in added}
 
 
+def launch_integers(case: Case, device: str, spec: dict, checks: Checks) -> list[list[int]]:
+    """The integers that each Triton launch of an example passes, noted and not run (no compile)."""
+    def job():
+        with facts_device.drawing(spec.get(forcing.CONFIG_KEY)):
+            args, _ = _inputs(case, device, spec, checks)
+            case.launch(args, _outputs(case, args, device, checks.guards)[0])
+    return [[v for v in (*args, *kwargs.values()) if type(v) is int]
+            for _, args, kwargs in precompile.noted_launches([job])]
+
+
+def takes_column_stride(plain: list[list[int]], strided: list[list[int]]) -> bool:
+    """Whether the launches with an input's last dimension strided pass that stride where the plain
+    ones pass 1: the launcher hands the kernel the stride, so the kernel claims to take it. The
+    example's spec is otherwise the same, so only the layout can change an integer argument."""
+    return any(p == 1 and s == STRIDE for before, after in zip(plain, strided) for p, s in zip(before, after))
+
+
 def columns_finding(name: str) -> Finding:
     return Finding("position", f"{name}'s strided last dimension read as if contiguous: the kernel steps "
                    "through it by 1, or the launcher passes its pointer without its stride (copy it with "
@@ -532,6 +549,7 @@ class _Search:
     first_run: dict | None = None     # the first example that ran (--as-arch: every config on it)
     far_base: dict | None = None      # the passing row-layout input to re-lay out (far_rows_rank)
     far_note: str = ""                # why the far example did not run
+    columns_notes: list = field(default_factory=list)   # strided inputs read as if contiguous, unclaimed
     many_rows: dict | None = None     # the many-rows input, once it has run (or is running)
     configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
     largest: dict | None = None       # the largest passing input the search drew (spec_size)
@@ -709,21 +727,38 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
 
     def strided():
         """More inputs, one per tensor argument: the largest passing input with that tensor's last
-        dimension strided (strided_columns). The launcher may refuse it, and must not get it wrong."""
+        dimension strided (strided_columns). A launcher may refuse it; one that passes the kernel
+        that stride must get it right (a failure); one that neither refuses it nor passes its
+        stride, and gets it wrong, reads it as if contiguous: said in the record, no failure, as a
+        launcher whose callers only hold contiguous tensors is written so."""
         if COLUMNS_KEY in search.largest:   # the case's own key of that name
             return
+        device = TARGETS[target_name].device
         with _quiet_arithmetic(target_name):
-            names = stridable(case.make(search.largest, TARGETS[target_name].device), case.in_place)
+            names = stridable(case.make(search.largest, device), case.in_place)
+        plain = launch_integers(case, device, search.largest, checks or CHECKS)
         for name in names:
+            spec = {**search.largest, COLUMNS_KEY: name}
+            claimed = takes_column_stride(plain, launch_integers(case, device, spec, checks or CHECKS))
             try:
-                prop({**search.largest, COLUMNS_KEY: name})
+                if claimed:
+                    prop(spec)
+                    continue
+                with _quiet_arithmetic(target_name):
+                    bad = [c for c in evaluate(case, target_name, spec, factor, reason, checks=checks) if not c.ok]
+                search.examples += 1
+                if bad:
+                    search.columns_notes.append(f"{columns_hint(name)}read as if contiguous, by a launcher that "
+                                                f"neither copies nor refuses it ({bad[0].message.split(';')[0]})")
             except CaseFailed:
                 raise
             except Exception as exc:   # noqa: BLE001  a refusal is the launcher's right; a fault is not
                 if not refused(exc):
+                    search.fault, search.faulting = exc, spec
                     raise
-                search.examples -= 1
                 search.fault = search.faulting = None
+                if claimed:   # prop counted it
+                    search.examples -= 1
 
     def far_rows():
         """One more input, a passing row-layout one with its rows past 2**31 elements (GPUs),
@@ -817,6 +852,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     result.examples = search.examples
     if result.verdict == "pass" and search.far_note:
         result.message = f"far rows not checked: {search.far_note}"
+    if result.verdict == "pass" and search.columns_notes:
+        result.message = "; ".join(filter(None, [result.message, *search.columns_notes]))
     if search.shrink_ended is not None and clock.target_name is not None:
         # everything after the failure was shrinking, hypothesis's own time between examples too:
         # the wall time that the shrink budget is spent against, not only the timed launches

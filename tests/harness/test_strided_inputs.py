@@ -1,6 +1,7 @@
 """A passing search ends with one input per tensor argument laid out with a strided last
-dimension (runner.strided_columns): a launcher may refuse it; it must not get it wrong. The
-search's own layouts vary the row stride only (tests/support/strided_inputs.py)."""
+dimension (runner.strided_columns): a launcher may refuse it; one that hands the kernel the
+stride must not get it wrong; one that assumes contiguous tensors is told. The search's own
+layouts vary the row stride only (tests/support/strided_inputs.py)."""
 import json
 import os
 import shlex
@@ -39,6 +40,14 @@ def test_a_launcher_that_uses_the_strides_or_refuses_them_passes(name, ran):
     r = _check(_case(name))
     assert r.verdict == "pass", r.message
     assert r.examples == EXAMPLES + ran   # each strided input that ran counts as an example; a refusal does not
+
+
+def test_a_launcher_that_assumes_contiguous_tensors_passes_and_is_told():
+    r = _check(_case("ASSUMES_CONTIGUOUS"))
+    assert r.verdict == "pass" and r.examples == EXAMPLES + 2, r.message
+    for name in ("x", "w"):
+        assert f"{runner.columns_hint(name)}read as if contiguous, by a launcher that neither copies nor " \
+               "refuses it" in r.message
 
 
 @pytest.mark.parametrize("case, name", [("X_STRIDE_DROPPED", "x"), ("W_UNCHECKED", "w")],

@@ -10,23 +10,27 @@ from portcheck.tolerance import elementwise
 
 
 @triton.jit
-def scale_rows_kernel(x_ptr, w_ptr, y_ptr, sx0, sx1, sw, sy0, cols, BLOCK: tl.constexpr):
+def scale_rows_kernel(x_ptr, w_ptr, y_ptr, sx0, sx1, sw, sy0, cols, X_STRIDE: tl.constexpr,
+                      W_STRIDE: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     ok = offs < cols
-    x = tl.load(x_ptr + row * sx0 + offs * sx1, mask=ok).to(tl.float32)
-    w = tl.load(w_ptr + offs * sw, mask=ok).to(tl.float32)
+    x = tl.load(x_ptr + row * sx0 + offs * (sx1 if X_STRIDE else 1), mask=ok).to(tl.float32)
+    w = tl.load(w_ptr + offs * (sw if W_STRIDE else 1), mask=ok).to(tl.float32)
     tl.store(y_ptr + row * sy0 + offs, (x * w).to(y_ptr.dtype.element_ty), mask=ok)
 
 
-def _launcher(x_stride=True, w_stride=True, refuse=()):
+def _launcher(x_stride=True, w_stride=True, refuse=(), pass_strides=True):
+    """The launcher passes both column strides (unless not `pass_strides`: then 1s, as one that
+    assumes contiguous tensors does); the kernel uses them where `x_stride` / `w_stride`."""
     def launch(args, outs):
         x, w, y = args["x"], args["w"], outs["y"]
         for name in refuse:
             if args[name].stride(-1) != 1:
                 raise ValueError(f"{name} must have unit stride along its last dimension, got {args[name].stride()}")
-        scale_rows_kernel[(x.shape[0],)](x, w, y, x.stride(0), x.stride(1) if x_stride else 1,
-                                         w.stride(0) if w_stride else 1, y.stride(0), x.shape[1],
+        sx1, sw = (x.stride(1), w.stride(0)) if pass_strides else (1, 1)
+        scale_rows_kernel[(x.shape[0],)](x, w, y, x.stride(0), sx1, sw, y.stride(0), x.shape[1],
+                                         X_STRIDE=x_stride, W_STRIDE=w_stride,
                                          BLOCK=triton.next_power_of_2(x.shape[1]))
     return launch
 
@@ -44,6 +48,10 @@ def _case(name, launch):
 
 
 STRIDES_USED = _case("strided_uses_strides", _launcher())
-X_STRIDE_DROPPED = _case("strided_drops_x_stride", _launcher(x_stride=False))
-W_UNCHECKED = _case("strided_checks_x_only", _launcher(w_stride=False, refuse=("x",)))   # w's stride is not
 REFUSES_BOTH = _case("strided_refuses", _launcher(x_stride=False, w_stride=False, refuse=("x", "w")))
+# bugs: the stride handed to the kernel and not used
+X_STRIDE_DROPPED = _case("strided_drops_x_stride", _launcher(x_stride=False))
+W_UNCHECKED = _case("strided_checks_x_only", _launcher(w_stride=False, refuse=("x",)))
+# no stride handed over, nothing refused: contiguous tensors assumed (said, not failed)
+ASSUMES_CONTIGUOUS = _case("strided_assumes_contiguous", _launcher(x_stride=False, w_stride=False,
+                                                                   pass_strides=False))
