@@ -109,7 +109,9 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> 
 def _compare_exact(name: str, out: torch.Tensor, ref: torch.Tensor) -> Comparison:
     if out.dtype != ref.dtype:
         return Comparison(name, False, out.numel(), out.numel(),
-                          message=f"{name}: dtype {out.dtype}, expected {ref.dtype}")
+                          message=f"{name}: dtype {out.dtype}, expected {ref.dtype} (an exact tolerance compares "
+                                  f"bits: the case's oracle must give {name} in its output's dtype, or the "
+                                  "case a tolerance with a formula, portcheck.tolerance.rounding and kin)")
     if out.dtype.is_floating_point:
         view = _INT_VIEW[out.element_size()]
         a, b = out.contiguous().view(view), ref.contiguous().view(view)

@@ -158,6 +158,13 @@ def _wait(proc: subprocess.Popen, inflight: Path, case_timeout: float, on_finish
             return TIMED_OUT
 
 
+# the signals a process dies of when it writes outside its memory, or corrupts its heap
+MEMORY_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT}
+INTERPRETER_CRASH_HINT = (" (the interpreter stores into this process's own memory: a store far outside its tensors, "
+                          "or past the end of a buffer the launcher allocated itself, which has no guard band, "
+                          "corrupts it)")
+
+
 def _describe_exit(code) -> str:
     if code == TIMED_OUT:
         return "timed out"
@@ -323,6 +330,8 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
         why = f"{_describe_exit(code)}{limit} while running this case"
         if state.get("spec") is not None:
             why += " on the recorded input"
+        if target == "interpreter" and isinstance(code, int) and -code in MEMORY_SIGNALS:
+            why += INTERPRETER_CRASH_HINT
         if on_fault is not None:
             on_fault(state, why)
         else:

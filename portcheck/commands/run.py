@@ -682,6 +682,7 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
     watch_supervisor()
     results_path = Path(args.worker)
     command = shlex.join(["portcheck", "run", "--target", target, "--seed", str(args.seed)]
+                         + (["--cases", args.cases] if getattr(args, "cases", None) else [])
                          + (["--kernel", args.kernel] if args.kernel else [])
                          + (["--dtype", args.dtype] if args.dtype else [])
                          + (["--as-arch", args.as_arch] if args.as_arch else []))

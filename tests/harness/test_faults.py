@@ -45,13 +45,13 @@ EXPECTED = {  # case -> (verdict, words the message must contain)
     "fault_ok": ("pass", ""),
     "fault_nan": ("fail", "NaN/Inf placement differs"),
     "fault_hang": ("error", "timed out after 8 s"),
-    "fault_crash": ("error", "died of SIG"),
+    "fault_crash": ("error", "died of SIG"),   # and says what on the interpreter writes there
     "fault_compile_error": ("error", "equal ranks"),
     "fault_oom": ("error", "allocate"),
     "fault_resources": ("pass", ""),   # a GPU-only fault: the interpreter ignores num_warps
     "fault_oracle_raises": ("error", "ZeroDivisionError: the oracle divided by zero"),
     "fault_wrong_shape": ("fail", "shape (1,), expected (2,)"),
-    "fault_wrong_dtype": ("fail", "dtype torch.float32, expected torch.float64"),
+    "fault_wrong_dtype": ("fail", "dtype torch.float32, expected torch.float64 (an exact tolerance compares bits"),
 }
 
 
@@ -70,6 +70,8 @@ def test_each_fault_fails_only_its_case(fault_run, case):
     r = records[case]
     assert r["verdict"] == verdict, r["message"]
     assert words in r["message"]
+    if case == "fault_crash":
+        assert "the interpreter stores into this process's own memory" in r["message"]
     if verdict != "pass":
         assert r["reproduce"].startswith("portcheck run --cases tests.support.fault_cases ")
         assert f"--kernel {case}" in r["reproduce"]
