@@ -17,6 +17,7 @@ import shutil
 import sys
 import threading
 import time
+import warnings
 from concurrent import futures
 from pathlib import Path
 
@@ -171,6 +172,8 @@ def main(args) -> int:
         return _standby(args)
     if args.worker:  # fix the Triton mode before _plan imports any kernel module
         select_mode(args.target, raw_interpreter=args.raw_interpreter)
+        from ..adapters import AllocatedOutputWarning
+        warnings.simplefilter("ignore", AllocatedOutputWarning)   # the supervisor has said it once
     workers.check_jobs(args.jobs)
     workers.shard([], args.shard)
     matrix, named, spec = _settings(args)
