@@ -201,9 +201,10 @@ def _inputs(case: Case, device: str, spec: dict, checks: Checks) -> tuple[dict, 
 # Hypothesis's layouts vary the row stride only; a launcher given a tensor whose last dimension is
 # strided (a transposed or sliced view) must copy it, use its stride, or refuse it. A passing
 # search ends with one more input per tensor argument, the largest passing input with that
-# tensor alone laid out so (runner.check): a refusal is the launcher's right, a wrong result is a
-# failure (a kernel that takes the stride and steps by 1, a launcher that passes the pointer as if
-# the tensor were contiguous, a check made on one tensor and not on the next).
+# tensor alone laid out so (runner.check): a refusal is the launcher's right; a wrong result is a
+# failure where the launcher hands the kernel that stride (a kernel that takes it and steps by 1,
+# a check made on one tensor and not on the next), and said in the passing record where it does
+# not (a launcher written for contiguous tensors only).
 COLUMNS_KEY = "strided_input"   # the spec key naming the argument the harness lays out so
 STRIDE = 2                      # its last dimension's stride; the elements between hold the poison
 # what a launcher raises to refuse an input it cannot take (torch's view() of a strided tensor
@@ -744,8 +745,12 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                 if claimed:
                     prop(spec)
                     continue
+                search.current = spec   # what a fault record names, as prop has it
+                if on_example is not None:
+                    on_example(spec)
                 with _quiet_arithmetic(target_name):
-                    bad = [c for c in evaluate(case, target_name, spec, factor, reason, checks=checks) if not c.ok]
+                    bad = [c for c in evaluate(case, target_name, spec, factor, reason, checks=checks, clock=clock)
+                           if not c.ok]
                 search.examples += 1
                 if bad:
                     search.columns_notes.append(f"{columns_hint(name)}read as if contiguous, by a launcher that "
