@@ -66,11 +66,11 @@ def test_the_printed_replay_runs_from_the_command_line(tmp_path):
     r = _check(_case("X_STRIDE_DROPPED"))
     argv = shlex.split(r.reproduce.split("portcheck ", 1)[1])
     assert json.loads(argv[argv.index("--replay") + 1])[runner.COLUMNS_KEY] == "x"
+    assert argv[argv.index("--cases") + 1] == "tests.support.strided_inputs"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([sys.executable, "-m", "portcheck", *argv, "--cases", "tests.support.strided_inputs",
-                           "--out", str(tmp_path / "replay")], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "portcheck", *argv, "--out", str(tmp_path / "replay")],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     (record,) = [json.loads(line) for line in (tmp_path / "replay" / "results.jsonl").read_text().splitlines()]
     assert (record["verdict"], record["failing_input"]) == ("fail", r.failing_input)
