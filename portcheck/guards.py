@@ -282,20 +282,24 @@ def _guardable(value) -> bool:
     return isinstance(value, torch.Tensor) and value.numel() > 0 and value.dtype in INPUT_POISON
 
 
+def storage_groups(args: dict) -> list[list[tuple[str, torch.Tensor]]]:
+    """The guardable tensors among args, grouped by the storage they view: (name, tensor) pairs."""
+    by_storage: dict[tuple, list[tuple[str, torch.Tensor]]] = {}
+    for name, value in args.items():
+        if _guardable(value):
+            by_storage.setdefault((value.device, value.untyped_storage().data_ptr()), []).append((name, value))
+    return list(by_storage.values())
+
+
 def rehome_inputs(args: dict, in_place=(), fill: dict = INPUT_POISON,
                   poisoned: str | None = None) -> tuple[dict, list[GuardedInputs]]:
     """A copy of args whose tensors live inside guarded allocations (other values pass through),
     and the groups to check after the launch. `fill` is the guard/gap content; `poisoned` (a name in
     one group) gives that group INPUT_POISON instead, for the confirming re-runs. A group whose
     storage span passes REHOME_LIMIT_BYTES is left in place, with no group to check."""
-    by_storage: dict[tuple, list[tuple[str, torch.Tensor]]] = {}
-    for name, value in args.items():
-        if _guardable(value):
-            key = (value.device, value.untyped_storage().data_ptr())
-            by_storage.setdefault(key, []).append((name, value))
     out, groups = dict(args), []
     with torch.no_grad():
-        for tensors in by_storage.values():
+        for tensors in storage_groups(args):
             names = [n for n, _ in tensors]
             spans = [_span(t) for _, t in tensors]
             if max(e for _, e in spans) - min(s for s, _ in spans) > REHOME_LIMIT_BYTES:

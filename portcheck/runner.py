@@ -220,14 +220,8 @@ def stridable(args: dict, in_place=()) -> list[str]:
     """The arguments strided_columns can lay out: tensors with 2 or more elements along their last
     dimension, neither written in place nor sharing storage with another argument (views of one
     buffer, which the case may mean to alias)."""
-    shared: dict = {}
-    for value in args.values():
-        if isinstance(value, torch.Tensor) and value.numel():
-            key = (value.device, value.untyped_storage().data_ptr())
-            shared[key] = shared.get(key, 0) + 1
-    return [name for name, t in args.items()
-            if isinstance(t, torch.Tensor) and t.dim() and t.shape[-1] >= 2 and name not in in_place
-            and t.dtype in guards.INPUT_POISON and shared[(t.device, t.untyped_storage().data_ptr())] == 1]
+    return [name for (name, t), *others in guards.storage_groups(args)
+            if not others and t.dim() and t.shape[-1] >= 2 and name not in in_place]
 
 
 def strided_columns(args: dict, name: str, in_place=()) -> dict:
@@ -259,14 +253,12 @@ def harness_keys(spec: dict, own: set, where: str) -> dict:
     return {k: v for k, v in spec.items() if k not in added}
 
 
-def launch_integers(case: Case, device: str, spec: dict, checks: Checks) -> list[list[int]]:
-    """The integers that each Triton launch of an example passes, noted and not run (no compile)."""
+def launch_integers(case: Case, device: str, args: dict, checks: Checks) -> list[list[int]]:
+    """The integers that each Triton launch on these arguments passes, noted and not run (no compile)."""
     def job():
-        with facts_device.drawing(spec.get(forcing.CONFIG_KEY)):
-            args, _ = _inputs(case, device, spec, checks)
-            case.launch(args, _outputs(case, args, device, checks.guards)[0])
-    return [[v for v in (*args, *kwargs.values()) if type(v) is int]
-            for _, args, kwargs in precompile.noted_launches([job])]
+        case.launch(args, _outputs(case, args, device, checks.guards)[0])
+    return [[v for v in (*launched, *kwargs.values()) if type(v) is int]
+            for _, launched, kwargs in precompile.noted_launches([job])]
 
 
 def takes_column_stride(plain: list[list[int]], strided: list[list[int]]) -> bool:
@@ -734,13 +726,15 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         launcher whose callers only hold contiguous tensors is written so."""
         if COLUMNS_KEY in search.largest:   # the case's own key of that name
             return
-        device = TARGETS[target_name].device
-        with _quiet_arithmetic(target_name):
-            names = stridable(case.make(search.largest, device), case.in_place)
-        plain = launch_integers(case, device, search.largest, checks or CHECKS)
-        for name in names:
+        device, noting = TARGETS[target_name].device, checks or CHECKS
+        with _quiet_arithmetic(target_name), facts_device.drawing(search.largest.get(forcing.CONFIG_KEY)):
+            args, _ = _inputs(case, device, search.largest, noting)
+            plain = launch_integers(case, device, args, noting)
+            claims = {name: takes_column_stride(plain, launch_integers(
+                case, device, strided_columns(args, name, case.in_place), noting))
+                for name in stridable(args, case.in_place)}
+        for name, claimed in claims.items():
             spec = {**search.largest, COLUMNS_KEY: name}
-            claimed = takes_column_stride(plain, launch_integers(case, device, spec, checks or CHECKS))
             try:
                 if claimed:
                     prop(spec)
