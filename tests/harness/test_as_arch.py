@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shlex
-import subprocess
-import sys
-from pathlib import Path
 
 import hypothesis
 import pytest
@@ -25,7 +21,6 @@ from portcheck.facts import device
 from portcheck.facts.archs import ARCHS, INTERPRETER
 from portcheck.runner import check
 
-ROOT = Path(__file__).resolve().parents[2]
 # no shrink phase: the first failing input is the one reported (shrinking costs minutes here)
 SEARCH = hypothesis.settings(max_examples=12, derandomize=True, deadline=None, database=None,
                              phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
@@ -102,15 +97,12 @@ def test_a_wave64_launch_says_how_its_warps_ran(portcheck_session):
 
 
 def test_the_printed_replay_names_the_arch_and_reproduces_the_failure(portcheck_session, tmp_path):
+    from tests.support.replays import argv_of, run_replay
     forced = _check(portcheck_session, _case("arch_tail_mask"), [ARCHS["gfx942"]])
-    argv = shlex.split(forced.reproduce.split("portcheck ", 1)[1])
+    argv = argv_of(forced.reproduce)
     assert argv[argv.index("--cases") + 1] == "tests.support.arch_bugs"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([sys.executable, "-m", "portcheck", *argv, "--out", str(tmp_path / "replay")],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc, record = run_replay(forced.reproduce, tmp_path / "replay")
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (record,) = [json.loads(line) for line in (tmp_path / "replay" / "results.jsonl").read_text().splitlines()]
     assert (record["verdict"], record["arch"], record["evidence"]) == ("fail", "gfx942", "as-arch")
     assert (record["message"], record["failing_input"]) == (forced.message, forced.failing_input)
 

@@ -3,11 +3,6 @@ dimension (runner.strided_columns): a launcher may refuse it; one that hands the
 stride must not get it wrong; one that assumes contiguous tensors is told. The search's own
 layouts vary the row stride only (tests/support/strided_inputs.py)."""
 import json
-import os
-import shlex
-import subprocess
-import sys
-from pathlib import Path
 
 import hypothesis
 import pytest
@@ -16,7 +11,6 @@ from portcheck import runner
 from portcheck.errors import UsageError
 from portcheck.targets.runtime import INTERPRETER_ARCH
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = 4
 
 
@@ -63,16 +57,13 @@ def test_a_launcher_that_takes_a_strided_input_and_gets_it_wrong_fails_on_it(cas
 
 
 def test_the_printed_replay_runs_from_the_command_line(tmp_path):
+    from tests.support.replays import argv_of, run_replay
     r = _check(_case("X_STRIDE_DROPPED"))
-    argv = shlex.split(r.reproduce.split("portcheck ", 1)[1])
+    argv = argv_of(r.reproduce)
     assert json.loads(argv[argv.index("--replay") + 1])[runner.COLUMNS_KEY] == "x"
     assert argv[argv.index("--cases") + 1] == "tests.support.strided_inputs"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([sys.executable, "-m", "portcheck", *argv, "--out", str(tmp_path / "replay")],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc, record = run_replay(r.reproduce, tmp_path / "replay")
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (record,) = [json.loads(line) for line in (tmp_path / "replay" / "results.jsonl").read_text().splitlines()]
     assert (record["verdict"], record["failing_input"]) == ("fail", r.failing_input)
 
 
