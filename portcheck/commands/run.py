@@ -146,7 +146,7 @@ def _check_replay(case, spec: dict, dtypes, budget: int) -> None:
     examples the case's own strategy draws, before anything runs."""
     import hypothesis
 
-    from ..runner import harness_keys
+    from ..runner import COLUMNS_KEY, harness_keys, stridable
     from ..validation import replay_spec
     dtype = spec["dtype"]
     if dtype not in case.dtypes or (dtypes and dtype not in dtypes):
@@ -164,7 +164,16 @@ def _check_replay(case, spec: dict, dtypes, budget: int) -> None:
     except hypothesis.errors.NoSuchExample:   # fewer distinct inputs than asked for: all were seen
         pass
     where = f"--replay for {case.name}"
-    replay_spec(harness_keys(spec, set().union(*examples), where), examples, budget, where)
+    own = harness_keys(spec, set().union(*examples), where)
+    replay_spec(own, examples, budget, where)
+    if COLUMNS_KEY in spec and COLUMNS_KEY not in own:   # a tensor the case makes, and one that can be so
+        try:
+            can = stridable(case.make(own, "cpu"), case.in_place)
+        except Exception:   # noqa: BLE001  a case whose make() needs its GPU: the check says it
+            return
+        if spec[COLUMNS_KEY] not in can:
+            raise UsageError(f"{where}: '{COLUMNS_KEY}' must name one of the tensors whose last dimension it can "
+                             f"stride ({', '.join(can) or 'none'}), got {spec[COLUMNS_KEY]!r}")
 
 
 def main(args) -> int:

@@ -87,3 +87,15 @@ def test_only_tensors_of_their_own_storage_are_laid_out_so():
     assert laid["x"].stride() == (8, 2) and torch.equal(laid["x"], args["x"])
     with pytest.raises(ValueError, match="these can: x"):
         runner.strided_columns(args, "v1")
+
+
+def test_a_replay_naming_a_tensor_the_case_cannot_stride_is_a_usage_error(tmp_path, capsys):
+    from portcheck import cli
+    spec = {"cols": 5, "dtype": "fp32", "layout": "contiguous", "regime": "normal", "rows": 2, "seed": 1,
+            runner.COLUMNS_KEY: "nope"}
+    status = cli.main(["run", "--target", "interpreter", "--kernel", "softmax", "--dtype", "fp32",
+                       "--replay", json.dumps(spec), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert status == 2 and "'strided_input' must name one of the tensors whose last dimension it can stride (x), " \
+                           "got 'nope'" in err, err
+    assert not (tmp_path / "o" / "results.jsonl").exists()
