@@ -180,6 +180,16 @@ def _band_writes(what: str, before: torch.Tensor, after: torch.Tensor) -> list[s
     return found
 
 
+def _spans(what: str, raw: torch.Tensor, start: int, nbytes: int, element_size: int) -> list[tuple]:
+    """(first byte address, one past the last, what, band, element size) of the guard band before
+    a guarded tensor ("before"), the tensor's bytes (""), and the band after it ("after"): what the
+    interpreter's memory watch (portcheck.targets.interpreter_memory) names and watches."""
+    base = raw.data_ptr()
+    return [(base, base + start, what, "before", element_size),
+            (base + start, base + start + nbytes, what, "", element_size),
+            (base + start + nbytes, base + raw.numel(), what, "after", element_size)]
+
+
 # ---- outputs -----------------------------------------------------------------------------------
 
 @dataclass
@@ -194,6 +204,9 @@ class GuardedOutput:
         """'out-of-bounds write: ...' for each guard band with changed bytes."""
         changed = self.raw != OUTPUT_GUARD_BYTE
         return _band_writes(self.name, changed[:self.start], changed[self.start + self.nbytes:])
+
+    def spans(self) -> list[tuple]:
+        return _spans(f"output {self.name}", self.raw, self.start, self.nbytes, self.tensor.element_size())
 
 
 def guarded_output(name: str, shape, dtype: torch.dtype, device) -> GuardedOutput:
@@ -223,6 +236,10 @@ class GuardedInputs:
     covered: torch.Tensor    # bool per byte of the span: some view reaches it
     snapshot: torch.Tensor
     in_place: bool           # the case declared one of these tensors as updated in place
+    element_size: int = 1    # the first tensor's
+
+    def spans(self) -> list[tuple]:
+        return _spans(f"input {', '.join(self.names)}", self.raw, self.start, self.span, self.element_size)
 
     def violations(self) -> list[str]:
         changed = self.raw != self.snapshot
@@ -274,7 +291,7 @@ def _rehome_group(tensors: list[tuple[str, torch.Tensor]], fill: dict, in_place:
         _distinct(_typed(covered, s - lo, each_byte)).fill_(True)
         moved.append((name, new))
     group = GuardedInputs([n for n, _ in tensors], region, guard, hi - lo, covered, region.clone(),
-                          in_place)
+                          in_place, first.element_size())
     return moved, group
 
 

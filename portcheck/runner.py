@@ -142,6 +142,17 @@ def _quiet_arithmetic(target_name: str):
     return numpy.errstate(all="ignore")
 
 
+def _memory_watch(target_name: str, launch: int, checks: Checks, bands: list):
+    """The first launch of an example on the interpreter, watched for races and loads of the guard
+    bands (targets.interpreter_memory): what it finds joins the guard bands' findings. A GPU runs
+    the kernel unwatched: no tool sees its global memory so (compute-sanitizer's racecheck, under
+    `--sanitize`, watches shared memory)."""
+    if launch or not checks.guards or TARGETS[target_name].is_gpu:
+        return contextlib.nullcontext()
+    from .targets.interpreter_memory import Region, watching
+    return watching([Region(*s) for band in bands for s in band.spans()])
+
+
 def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Checks,
                 input_bands: list, clock: PhaseClock = NO_CLOCK) -> tuple[list[dict], list[str], int]:
     """Every launch's outputs, the guard violations seen, and how many tensors the launcher
@@ -152,10 +163,13 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
     for launch in range(checks.launches):
         with clock.timing("launches"):
             outs, bands = _outputs(case, args, device, checks.guards)
-            with _program_order(target_name, spec, launch), guards.poisoned_allocations() as allocations:
+            with _program_order(target_name, spec, launch), guards.poisoned_allocations() as allocations, \
+                    _memory_watch(target_name, launch, checks, [*bands, *input_bands]) as watch:
                 case.launch(args, outs)
             synchronize(target_name)
             allocated += allocations.allocated
+            if watch is not None:
+                violations += [f for f in watch.findings if f not in violations]
         runs.append(outs)
         with clock.timing("compare"):
             for band in [*bands, *input_bands]:

@@ -8,12 +8,13 @@ located > hint).
                   offset.py     an offset-regime failure again with its rows centred
     which function function.py  a declared function's weak region; GELU's two forms
     random numbers rng.py       the Philox model replayed under the common mistakes
+    launch to launch state.py   two more launches of the same inputs: state left behind
     across vendors vendors.py   `portcheck diff`: each difference between two runs classified
 
 `diagnose()` runs after a failure only (runner.check), on the failing example: one re-run of it,
-a capture of its launch's tile sizes (not run), two re-runs at other reduction lengths and, for
-the offset regime, one with the rows centred, on the case's own device; the rest is float64
-arithmetic on the CPU. A time budget bounds the re-runs beyond the first: they are left out once
+a capture of its launch's tile sizes (not run), two launches one after the other, two re-runs at
+other reduction lengths and, for the offset regime, one with the rows centred, on the case's own
+device; the rest is float64 arithmetic on the CPU. A time budget bounds the re-runs beyond the first: they are left out once
 it is spent (the first re-run always runs: it is the evidence every experiment reads, and costs
 what one launch of the check cost).
 """
@@ -23,7 +24,7 @@ import functools
 import time
 
 from ..cases import Case
-from . import function, magnitude, offset, position, reduction, rerun, rng
+from . import function, magnitude, offset, position, reduction, rerun, rng, state
 from .finding import FAILED, Finding, ranked
 
 BUDGET_S = 10.0   # seconds for one failure's diagnosis: no re-run at another length starts after it
@@ -50,6 +51,8 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
     read_outside = any("out-of-bounds read" in c.message for c in comparisons)
     experiments = (
         ("the position map", lambda: [f for m in failing for f in position.where(m, tiles(), read_outside)]),
+        ("the launches one after another", lambda: state.kept_between_launches(
+            case, target, run.spec, [m.name for m in failing]) if time.monotonic() < deadline else []),
         ("the Philox replay", lambda: rng.mistakes(run, failing, tiles())),
         ("the precision models", lambda: magnitude.precision(case, run, numeric, arch)),
         ("the GELU forms", lambda: function.gelu_form(run, numeric)),

@@ -17,6 +17,9 @@ _MESSAGES = (
                                              "tail mask (or the wrong bound)", REPRODUCED),
     (("out-of-bounds write", "padding"), "a store into an input's padding: a wrong stride or mask", REPRODUCED),
     (("out-of-bounds read",), "a load without its mask: it reads outside its input", EXPLAINED),
+    (("race:",), "programs of one launch touch the same memory with no atomic that orders them: a "
+                 "race (plain loads and stores where an update needs an atomic, or a program reading "
+                 "what another writes)", REPRODUCED),
     (("read before written",), "memory the launcher allocated (torch.empty or kin) read before it is "
                                "written: a buffer assumed to hold zeros, or an output left partly unwritten",
      REPRODUCED),

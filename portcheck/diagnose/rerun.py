@@ -92,8 +92,8 @@ def _fresh_outputs(case: Case, args: dict, device: str) -> dict:
             for name, (shape, dtype) in case.outputs(args).items()}
 
 
-def run(case: Case, target_name: str, spec: dict) -> Run:
-    """Launch the spec once (inputs in poisoned guards) and map every output's error."""
+def launch_once(case: Case, target_name: str, spec: dict) -> tuple[dict, dict]:
+    """The spec's inputs, made anew in poisoned guards, and the outputs of one launch on them."""
     target = TARGETS[target_name]
     args, _ = guards.rehome_inputs(case.make(spec, target.device), case.in_place)
     outs = _fresh_outputs(case, args, target.device)
@@ -101,6 +101,12 @@ def run(case: Case, target_name: str, spec: dict) -> Run:
         case.launch(args, outs)
     if target.is_gpu:
         torch.cuda.synchronize()
+    return args, outs
+
+
+def run(case: Case, target_name: str, spec: dict) -> Run:
+    """Launch the spec once (inputs in poisoned guards) and map every output's error."""
+    args, outs = launch_once(case, target_name, spec)
     args64 = float64_args(args)
     refs = case.oracle(args64)
     tols = case.tolerance(args64, refs, spec["dtype"])

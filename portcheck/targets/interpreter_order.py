@@ -18,6 +18,7 @@ import inspect
 import random
 
 from ..errors import UsageError
+from .interpreter_builder import builder, patched
 
 _LOOP_MARKERS = ("interpreter_builder.set_grid_dim(", "interpreter_builder.set_grid_idx(x, y, z)")
 
@@ -44,11 +45,12 @@ def shuffled(seed: int):
     """Inside, each grid launched on the interpreter runs its programs in a random order drawn
     from `seed` and the launch's number within the block (so each kernel of a multi-kernel launch
     gets its own order, the same on every replay)."""
-    builder = _interpreter().interpreter_builder
+    _interpreter()
     launches = 0
     order: list[tuple[int, int, int]] = []
     position = 0
-    original_dim, original_idx = builder.set_grid_dim, builder.set_grid_idx
+    b = builder()
+    original_dim, original_idx = b.set_grid_dim, b.set_grid_idx
 
     def set_grid_dim(nx, ny, nz):
         nonlocal launches, order, position
@@ -63,8 +65,5 @@ def shuffled(seed: int):
         original_idx(*order[position])
         position += 1
 
-    builder.set_grid_dim, builder.set_grid_idx = set_grid_dim, set_grid_idx
-    try:
+    with patched(set_grid_dim=set_grid_dim, set_grid_idx=set_grid_idx):
         yield
-    finally:
-        del builder.set_grid_dim, builder.set_grid_idx   # back to the class's methods

@@ -7,8 +7,10 @@ What each target guarantees for the planted order-dependent totals (tests/suppor
 planted_race, a read-modify-write of totals by many programs; planted_atomic, fp32 atomic_add
 totals, not declared nondeterministic):
 - interpreter: the programs run one at a time into one total, so one launch gets the sequential
-  total, right to rounding. The second launch runs them in a shuffled order seeded from the spec,
-  so both bugs fail at the first example, as nondeterminism, with the same message on every replay.
+  total, right to rounding; the memory watch still sees planted_race's programs load and store the
+  same total (a race, on one launch too). The second launch runs them in a shuffled order seeded
+  from the spec, so both bugs fail at the first example, as nondeterminism, with the same message
+  on every replay.
 - GPU: the hardware's scheduler orders the programs; under a GPU budget thousands of them add into
   4 totals. planted_race's programs run at once and overwrite each other's updates: its totals come
   out wrong at every launch (and differ between launches), so it fails at the first example and on
@@ -68,12 +70,13 @@ def test_the_replay_reproduces_the_race_ten_times_out_of_ten(portcheck_session):
         assert {r.message for r in again} == {first.message}
 
 
-def test_one_launch_sees_the_race_on_a_gpu_only(portcheck_session):
+def test_one_launch_sees_the_race(portcheck_session):
     result = _check(portcheck_session, "planted_race", checks=Checks(launches=1))
     if portcheck_session.target.is_gpu:   # the programs overwrite each other's updates
         assert result.verdict == "fail" and re.match(WRONG, result.message), result.message
-    else:   # one after another: the right total
-        assert result.verdict == "pass", result.message
+    else:   # one after another: the right total, and the memory watch sees the programs' updates
+        assert result.verdict == "fail" and result.message.startswith("race: program ("), result.message
+        assert "output total's element" in result.message
 
 
 def test_a_replay_keeps_the_number_of_launches(portcheck_session):

@@ -1,0 +1,282 @@
+"""The memory each program of an interpreted launch loads and stores, for two bugs whose values
+need never reach an output:
+
+- a race: bytes that one program stores to and another program loads, stores or updates
+  atomically in the same launch, with no atomic between them that orders the two. Triton's
+  interpreter runs a launch's programs one after another, so a race shows in its outputs only
+  where the programs' order changes the result (portcheck.targets.interpreter_order); a lost
+  update of an integer count, two programs' load-add-store of one counter, does not.
+- a load of the harness's guard bands (portcheck.guards): an unmasked load past a tensor's end
+  whose value the kernel then throws away (a `tl.where` after it). The outputs stay right; on a
+  GPU the load may fault, or read another allocation.
+
+`watching(regions)` replaces the interpreter builder's loads, stores and atomics with ones that
+note, per program, the bytes of the lanes their masks keep, and each launch's notes are compared
+when it ends (the next grid, or the context's end). Two accesses are ordered when the program
+that ran first makes a releasing atomic (sem "release" or "acq_rel", Triton's default) after its
+access and the other an acquiring atomic (or "acq_rel") to some of the same bytes before its own:
+split-K's last arriver, which counts arrivals with an atomic and only then reads the others'
+partial sums, and a lock taken with atomic_cas are ordered so. Atomics never race one another; a
+volatile load counts as a relaxed atomic (it is how a program polls a flag).
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .interpreter_builder import builder, patched
+
+LOAD, STORE, ATOMIC = "load", "store", "atomic"
+MAX_BYTES = 1 << 24   # bytes one launch may note; past that the launch is not watched (too slow)
+
+
+@dataclass(frozen=True)
+class Region:
+    """A named span of memory: a tensor a check hands the kernel, or one of its guard bands."""
+    lo: int          # first byte address
+    hi: int          # one past the last
+    what: str        # "input x", "output y"
+    band: str = ""   # "before" / "after": a guard band before or after `what`; "" the tensor itself
+    element_size: int = 1
+
+
+@dataclass
+class _Access:
+    program: tuple
+    time: int
+    kind: str
+    addresses: np.ndarray   # byte addresses, int64
+    releases: bool = False
+    acquires: bool = False
+
+    def __post_init__(self):
+        self.lo, self.hi = int(self.addresses.min()), int(self.addresses.max()) + 1
+
+
+@dataclass
+class Watch:
+    """What `watching` found: one message per problem, in the order found."""
+    regions: list[Region]
+    findings: list[str] = field(default_factory=list)
+    unwatched: int = 0      # launches past MAX_BYTES
+
+    def _name(self, address: int) -> str:
+        for r in self.regions:
+            if not r.band and r.lo <= address < r.hi:
+                return f"{r.what}'s element {(address - r.lo) // r.element_size}"
+        return "memory the launcher allocated (no argument of the case)"
+
+    def _add(self, message: str) -> None:
+        if message not in self.findings:
+            self.findings.append(message)
+
+    def analyse(self, accesses: list[_Access]) -> None:
+        if not accesses:
+            return
+        self._band_loads(accesses)
+        self._races(accesses)
+
+    def _band_loads(self, accesses: list[_Access]) -> None:
+        bands = [r for r in self.regions if r.band]
+        for a in accesses:
+            if a.kind == STORE:
+                continue
+            for r in bands:
+                if a.hi <= r.lo or a.lo >= r.hi:
+                    continue
+                hit = (a.addresses >= r.lo) & (a.addresses < r.hi)
+                if hit.any():
+                    first = int(a.addresses[hit].min() if r.band == "after" else a.addresses[hit].max())
+                    where = (f"from byte {first - r.lo} past its end" if r.band == "after"
+                             else f"from {r.hi - first} bytes before its start")
+                    self._add(f"out-of-bounds read: program {_program(a.program)} loads {int(hit.sum())} "
+                              f"bytes {r.band} {r.what} ({where}, in its guard band) with the load's "
+                              "mask on; the values reached no output, but on a GPU such a load may "
+                              "fault or read another allocation: mask it")
+                    bands.remove(r)   # one message a band
+                    break
+
+    def _races(self, accesses: list[_Access]) -> None:
+        writes = [i for i, a in enumerate(accesses) if a.kind != LOAD]
+        if not writes:
+            return
+        programs = {a.program for a in accesses}
+        if len(programs) < 2:
+            return
+        written = np.unique(np.concatenate([accesses[i].addresses for i in writes]))
+        # the accesses whose span holds a written byte (most loads read inputs no program writes)
+        near = [i for i, a in enumerate(accesses)
+                if np.searchsorted(written, a.lo) < np.searchsorted(written, a.hi)]
+        if len({accesses[i].program for i in near}) < 2:
+            return
+        byte = np.concatenate([accesses[i].addresses for i in near])
+        event = np.repeat(np.array(near), [accesses[i].addresses.size for i in near])
+        keep = np.isin(byte, written)
+        byte, event = byte[keep], event[keep]
+        order = np.lexsort((event, byte))
+        byte, event = byte[order], event[order]
+        fresh = np.ones(byte.size, dtype=bool)
+        fresh[1:] = (byte[1:] != byte[:-1]) | (event[1:] != event[:-1])
+        byte, event = byte[fresh], event[fresh]
+        starts = np.flatnonzero(np.r_[True, byte[1:] != byte[:-1]])
+        counts = np.diff(np.r_[starts, byte.size])
+        pairs: dict[tuple[int, int], int] = {}   # (event, event) -> a byte both touch
+        two = starts[counts == 2]   # most shared bytes: one store and one other access
+        if two.size:
+            both, first = np.unique(np.stack([event[two], event[two + 1]], axis=1), axis=0, return_index=True)
+            pairs.update({(int(i), int(j)): int(byte[two[k]]) for (i, j), k in zip(both, first)})
+        seen = set()
+        for s, n in zip(starts[counts > 2], counts[counts > 2]):
+            touching = tuple(int(e) for e in event[s:s + n])
+            if touching in seen:
+                continue
+            seen.add(touching)
+            for i in range(n):
+                for j in range(i + 1, n):
+                    pairs.setdefault((touching[i], touching[j]), int(byte[s]))
+        rank = {}
+        for a in accesses:
+            rank.setdefault(a.program, len(rank))
+        for (i, j), address in sorted(pairs.items()):
+            a, b = accesses[i], accesses[j]
+            if a.program == b.program or (a.kind != STORE and b.kind != STORE
+                                          and not {a.kind, b.kind} == {LOAD, ATOMIC}):
+                continue
+            first, second = (a, b) if rank[a.program] < rank[b.program] else (b, a)
+            if _ordered(first, second, accesses):
+                continue
+            self._add(_race_message(first, second, self._name(address)))
+            return   # one race a launch: the first says what to fix
+
+
+def _ordered(first: _Access, second: _Access, accesses: list[_Access]) -> bool:
+    """Whether an atomic orders `first` (of the program that ran first) before `second`: a
+    releasing one at or after `first` (an atomic releases itself too) and an acquiring one at or
+    before `second`, on some of the same bytes."""
+    released = [a for a in accesses if a.program == first.program and a.kind == ATOMIC and a.releases
+                and a.time >= first.time]
+    acquired = [a for a in accesses if a.program == second.program and a.kind == ATOMIC and a.acquires
+                and a.time <= second.time]
+    return any(np.intersect1d(r.addresses, q.addresses).size for r in released for q in acquired)
+
+
+def _program(p: tuple) -> str:
+    return "(" + ", ".join(str(i) for i in p) + ")"
+
+
+def _verb(a: _Access) -> str:
+    return {LOAD: "loads", STORE: "stores to", ATOMIC: "updates atomically"}[a.kind]
+
+
+def _race_message(first: _Access, second: _Access, what: str) -> str:
+    return (f"race: program {_program(first.program)} {_verb(first)} {what} and program "
+            f"{_program(second.program)} {_verb(second)} it in the same launch, with no atomic that "
+            "orders the two: on a GPU the programs run at once, in any order. An update that several "
+            "programs make needs an atomic (tl.atomic_add), and a program may read what another "
+            "writes only after an atomic that orders them (an arrival counter) or in a later launch")
+
+
+def _lanes(ptrs, mask) -> np.ndarray:
+    """The byte addresses of the lanes a mask keeps (all lanes without one)."""
+    addresses = np.asarray(ptrs.data, dtype=np.uint64).reshape(-1)
+    if mask is not None:
+        addresses = addresses[np.asarray(mask.data, dtype=bool).reshape(-1)]
+    width = _element_size(ptrs)
+    starts = addresses.astype(np.int64)
+    return (starts[:, None] + np.arange(width, dtype=np.int64)).reshape(-1) if width > 1 else starts
+
+
+def _element_size(ptrs) -> int:
+    return max(1, getattr(ptrs.get_element_ty(), "primitive_bitwidth", 8) // 8)
+
+
+def _semantics():
+    """The sets of memory semantics that release and that acquire, as the builder receives them."""
+    from triton.runtime import interpreter
+    sem = interpreter._ir.MEM_SEMANTIC
+    return {sem.RELEASE, sem.ACQUIRE_RELEASE}, {sem.ACQUIRE, sem.ACQUIRE_RELEASE}
+
+
+@contextlib.contextmanager
+def watching(regions: list[Region]):
+    """Inside, every launch on the interpreter is watched; the Watch's findings are complete once
+    the context has ended."""
+    watch = Watch(list(regions))
+    b = builder()
+    releasing, acquiring = _semantics()
+    state = {"accesses": [], "bytes": 0, "time": 0, "off": False, "quiet": 0}
+    original = {name: getattr(b, name) for name in
+                ("set_grid_dim", "create_masked_load", "create_masked_store", "create_atomic_rmw",
+                 "create_atomic_cas", "create_atomic_load", "create_atomic_store") if hasattr(b, name)}
+
+    def end_launch() -> None:
+        accesses, off = state["accesses"], state["off"]
+        state.update(accesses=[], bytes=0, off=False)
+        if off:
+            watch.unwatched += 1
+        elif accesses:
+            watch.analyse(accesses)
+
+    def note(kind: str, ptrs, mask, sem=None) -> None:
+        if state["off"] or state["quiet"]:
+            return
+        addresses = _lanes(ptrs, mask)
+        if not addresses.size:
+            return
+        state["bytes"] += addresses.size
+        if state["bytes"] > MAX_BYTES:
+            state.update(off=True, accesses=[])
+            return
+        state["time"] += 1
+        state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses,
+                                         sem in releasing, sem in acquiring))
+
+    def set_grid_dim(nx, ny, nz):
+        end_launch()
+        return original["set_grid_dim"](nx, ny, nz)
+
+    def create_masked_load(ptrs, mask, other, cache_policy, is_volatile):
+        note(ATOMIC if is_volatile else LOAD, ptrs, mask)
+        return original["create_masked_load"](ptrs, mask, other, cache_policy, is_volatile)
+
+    def create_masked_store(ptrs, value, mask, cache_policy):
+        note(STORE, ptrs, mask)
+        return original["create_masked_store"](ptrs, value, mask, cache_policy)
+
+    def create_atomic_rmw(rmw_op, ptr, val, mask, sem, scope):
+        note(ATOMIC, ptr, mask, sem)
+        return original["create_atomic_rmw"](rmw_op, ptr, val, mask, sem, scope)
+
+    def create_atomic_cas(ptr, cmp, val, sem, scope):
+        note(ATOMIC, ptr, None, sem)
+        return original["create_atomic_cas"](ptr, cmp, val, sem, scope)
+
+    def create_atomic_load(ptr, mask, sem, scope):
+        note(ATOMIC, ptr, mask, sem)
+        with quiet():
+            return original["create_atomic_load"](ptr, mask, sem, scope)
+
+    def create_atomic_store(ptr, val, mask, sem, scope):
+        note(ATOMIC, ptr, mask, sem)
+        with quiet():
+            return original["create_atomic_store"](ptr, val, mask, sem, scope)
+
+    @contextlib.contextmanager
+    def quiet():   # the builder's atomic load and store call its masked load and store
+        state["quiet"] += 1
+        try:
+            yield
+        finally:
+            state["quiet"] -= 1
+
+    hooks = dict(set_grid_dim=set_grid_dim, create_masked_load=create_masked_load,
+                 create_masked_store=create_masked_store, create_atomic_rmw=create_atomic_rmw,
+                 create_atomic_cas=create_atomic_cas, create_atomic_load=create_atomic_load,
+                 create_atomic_store=create_atomic_store)
+    with patched(**{name: fn for name, fn in hooks.items() if name in original}):
+        try:
+            yield watch
+        finally:
+            end_launch()
