@@ -29,6 +29,7 @@ from .errors import UsageError
 from .facts import device as facts_device
 from .overrides import Override
 from .results import PHASES, Result
+from .targets.interpreter_grid import GridTooLarge, excess, limited
 from .targets.runtime import TARGETS
 
 SHRINK_SHARE = 0.8   # of the per-case time limit the search may use: the rest is for digests and the record
@@ -142,6 +143,25 @@ def _quiet_arithmetic(target_name: str):
     return numpy.errstate(all="ignore")
 
 
+GRID_HINT = "a grid no GPU launches: "
+
+
+def _grid_limits(target_name: str):
+    """On the interpreter, grids past a GPU's limits refused (targets.interpreter_grid)."""
+    return contextlib.nullcontext() if TARGETS[target_name].is_gpu else limited()
+
+
+def launch_grids(case: Case, device: str, args: dict) -> list[tuple]:
+    """The grid of each Triton launch on these arguments, noted and not run."""
+    from .compile.capture import recording
+    with recording(execute=False) as rec:
+        try:
+            case.launch(args, _outputs(case, args, device, False)[0])
+        except Exception:   # noqa: BLE001  a launcher that refuses the input, or reads back a result
+            pass
+    return rec.grids
+
+
 def _memory_watch(target_name: str, launch: int, checks: Checks, bands: list):
     """The first launch of an example on the interpreter, watched for races and loads of the guard
     bands (targets.interpreter_memory): what it finds joins the guard bands' findings. A GPU runs
@@ -163,9 +183,13 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
     for launch in range(checks.launches):
         with clock.timing("launches"):
             outs, bands = _outputs(case, args, device, checks.guards)
-            with _program_order(target_name, spec, launch), guards.poisoned_allocations() as allocations, \
-                    _memory_watch(target_name, launch, checks, [*bands, *input_bands]) as watch:
-                case.launch(args, outs)
+            try:
+                with _program_order(target_name, spec, launch), guards.poisoned_allocations() as allocations, \
+                        _memory_watch(target_name, launch, checks, [*bands, *input_bands]) as watch, \
+                        _grid_limits(target_name):
+                    case.launch(args, outs)
+            except GridTooLarge as exc:   # the interpreter refused the grid before its first program
+                violations.append(f"{GRID_HINT}{exc}; the launch did not run")
             synchronize(target_name)
             allocated += allocations.allocated
             if watch is not None:
@@ -732,6 +756,24 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                                              facts_device.compute_units(TARGETS[target_name].device))
         prop(search.many_rows)
 
+    def many_rows_grids():
+        """On the interpreter, the many-rows input's launches noted and not run (65,537 rows take
+        minutes there): where a grid passes a GPU's limits, the input runs, and the interpreter
+        refuses that grid as a GPU would (targets.interpreter_grid)."""
+        spec = many_rows_example(search.far_base, 1)
+        length = next((k for k in ROW_LENGTH_KEYS if k in spec), None)
+        if length is None:   # no row length: rows few enough for any grid
+            return
+        # the launches are noted on rows a few elements long (the largest power of two up to 16 that
+        # divides the row length, so a launcher that asks for a multiple of 8 still gets one): making
+        # 2**22 elements took 0.1 to 0.3 s a unit, and only the rows make the grid large
+        probe = {**spec, length: min(spec[length] & -spec[length], 16)}
+        with facts_device.drawing(spec.get(forcing.CONFIG_KEY)):
+            grids = launch_grids(case, TARGETS[target_name].device, case.make(probe, TARGETS[target_name].device))
+        if any(excess(grid) for grid in grids):
+            search.many_rows = spec
+            prop(spec)
+
     def strided():
         """More inputs, one per tensor argument: the largest passing input with that tensor's last
         dimension strided (strided_columns). A launcher may refuse it; one that passes the kernel
@@ -843,6 +885,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                 if far_rows_runs_on(target_name) and not forced and search.far_base is not None:
                     many_rows()
                     far_rows()
+                elif not TARGETS[target_name].is_gpu and not forced and search.far_base is not None:
+                    many_rows_grids()
     except ShrinkStopped:   # the smallest failing input so far is the one reported
         search.end_search()
         stopped = f"shrinking stopped at the time limit after {search.examples} examples"

@@ -104,8 +104,9 @@ class Recorder:
         self.dry = 0                 # >0: do not execute (the autotuner's per-config records)
         self._seen: dict[str, CapturedVariant] = {}
         self.raw: list[tuple] = []   # every launch as made: (JITFunction, args, kwargs), for warm-ups
+        self.grids: list[tuple] = []  # every launch's grid, resolved where it is a function of the arguments
 
-    def add(self, kernel, args: tuple, kwargs: dict) -> None:
+    def add(self, kernel, args: tuple, kwargs: dict, grid=None) -> None:
         self.raw.append((kernel, args, kwargs))
         fn = kernel
         while hasattr(fn, "fn"):
@@ -114,6 +115,7 @@ class Recorder:
         params = [n for n in sig.parameters if n not in kwargs][:len(args)]
         bound = {**dict(zip(params, args)), **{k: v for k, v in kwargs.items() if k in sig.parameters}}
         options = {k: v for k, v in kwargs.items() if k not in sig.parameters}
+        self._note_grid(grid, bound)
         by_name, consts, types = {}, {}, {}
         for name, p in sig.parameters.items():
             if name not in bound:
@@ -144,6 +146,16 @@ class Recorder:
             kernel=ref, signature=types, constexprs=consts, num_warps=warps, num_stages=stages,
             options=enc_options, label=label, dtype=self.dtype, launch={"args": by_name})
 
+    def _note_grid(self, grid, bound: dict) -> None:
+        try:
+            grid = grid(bound) if callable(grid) else grid
+        except Exception:   # noqa: BLE001  a grid that reads a default the launch left out
+            return
+        if isinstance(grid, int):
+            grid = (grid,)
+        if isinstance(grid, (tuple, list)) and all(isinstance(n, int) for n in grid):
+            self.grids.append(tuple(grid))
+
     def variants(self) -> list[CapturedVariant]:
         return list(self._seen.values())
 
@@ -165,7 +177,7 @@ def recording(execute: bool = False):
     def hooked(orig):
         def run(self, *args, grid=None, warmup=False, **kwargs):
             if not rec.quiet:
-                rec.add(self, args, kwargs)
+                rec.add(self, args, kwargs, grid)
             if rec.execute and not rec.dry:
                 return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
             return None

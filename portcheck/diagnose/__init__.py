@@ -24,6 +24,7 @@ import functools
 import time
 
 from ..cases import Case
+from ..targets.interpreter_grid import GridTooLarge
 from . import function, magnitude, offset, position, reduction, rerun, rng, state
 from .finding import FAILED, Finding, ranked
 
@@ -39,6 +40,8 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
     findings = position.from_messages(comparisons)
     try:
         run = rerun.run(case, target, {**failing_spec, "dtype": failing_spec.get("dtype", dtype)})
+    except GridTooLarge:   # refused again, as the check's own message says
+        return ranked(findings)
     except Exception as exc:
         return ranked(findings + [_failed("the re-run", exc)])
 

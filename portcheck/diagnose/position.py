@@ -17,6 +17,9 @@ _MESSAGES = (
                                              "tail mask (or the wrong bound)", REPRODUCED),
     (("out-of-bounds write", "padding"), "a store into an input's padding: a wrong stride or mask", REPRODUCED),
     (("out-of-bounds read",), "a load without its mask: it reads outside its input", EXPLAINED),
+    (("a grid no GPU launches",), "a launcher that puts a count that grows with the input (rows, tokens, "
+                                  "heads) on a grid's second or third axis, 65,535 programs at most there: "
+                                  "the first axis takes 2**31 - 1, or each program can loop", REPRODUCED),
     (("race:",), "programs of one launch touch the same memory with no atomic that orders them: a "
                  "race (plain loads and stores where an update needs an atomic, or a program reading "
                  "what another writes)", REPRODUCED),
