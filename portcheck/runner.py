@@ -321,6 +321,10 @@ def refused(exc: BaseException) -> bool:
 
 
 # ---- far rows: offsets past 2**31 elements (GPU targets) ------------------------------------
+# the regimes the search left out run on its largest passing input within this many elements:
+# every shape that shows a regime's bug has rows of a few dozen elements, and the interpreter's
+# longest rows take seconds an example
+REGIME_ELEMENTS = 4096
 ROW_KEYS = ("rows", "tokens")   # the spec keys that name the row count of a laid-out tensor
 FAR_HEADROOM = 2                # free device memory needed: this many times the far tensor's bytes
 
@@ -588,6 +592,8 @@ class _Search:
     autotune_run: set = field(default_factory=set)  # the configuration indices that ran
     failing_autotune: list = field(default_factory=list)  # the failing input's autotuned launches
     not_here: list = field(default_factory=list)    # --as-arch: why examples could not run locally
+    regimes_run: set = field(default_factory=set)   # value regimes the search ran on rows of 2+ elements
+    regime_base: dict | None = None   # the largest such passing input within REGIME_ELEMENTS
 
     failing_metrics: dict = field(default_factory=dict)   # the failing example's own metrics
     shrink_started: float | None = None   # time.monotonic() at the first example after a failure
@@ -678,7 +684,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     reason = override.reason if override is not None else ""
     search = _Search()
     clock = PhaseClock(target_name)
-    strategy = case.inputs(dtype, max_elements)
+    with S.noting_regimes() as drawable_regimes:
+        strategy = case.inputs(dtype, max_elements)
     running_as = contextlib.nullcontext   # a fresh context each time it is entered
     if forced:
         local = facts_device.local_arch()
@@ -746,6 +753,11 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         if hypothesis.currently_in_test_context():   # the search's own inputs, not the ones added after it
             if search.largest is None or spec_size(example) > spec_size(search.largest):
                 search.largest = example
+            if "regime" in example and spec_size(example) > max(example.get(k, 1) for k in ROW_KEYS):
+                search.regimes_run.add(example["regime"])
+                if spec_size(example) <= REGIME_ELEMENTS and (
+                        search.regime_base is None or spec_size(example) > spec_size(search.regime_base)):
+                    search.regime_base = example
             if far_rows_base(example) and (search.far_base is None
                                            or far_rows_rank(example) > far_rows_rank(search.far_base)):
                 search.far_base = example
@@ -755,6 +767,18 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         search.many_rows = many_rows_example(search.far_base,
                                              facts_device.compute_units(TARGETS[target_name].device))
         prop(search.many_rows)
+
+    def regimes():
+        """More inputs, one per value regime the case's strategy can draw (S.noting_regimes) that
+        the search ran on no row of two or more elements: the largest passing input of at most
+        REGIME_ELEMENTS elements in that regime. Twelve examples leave one of six regimes out about
+        one time in nine, and a regime drawn only on one-element rows shows nothing that needs a
+        row's spread (the offset regime's cancelling variance)."""
+        base = search.regime_base or search.largest
+        if "regime" not in base:
+            return
+        for regime in sorted(drawable_regimes - search.regimes_run, key=lambda r: (r not in S.REGIMES, str(r))):
+            prop({**base, "regime": regime})
 
     def many_rows_grids():
         """On the interpreter, the many-rows input's launches noted and not run (65,537 rows take
@@ -881,6 +905,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                         if index not in search.autotune_run:
                             prop({**search.largest, autotuned.KEY: index})
                     if not forced:
+                        regimes()
                         strided()
                 if far_rows_runs_on(target_name) and not forced and search.far_base is not None:
                     many_rows()

@@ -121,12 +121,46 @@ def offset_ratio(dtype: str) -> float:
     return 2.0 ** min(OFFSET_MOST_LOG2, fmt(dtype).mantissa_bits + 1 - 3)
 
 
+def drawn(strategy: st.SearchStrategy, examples: int) -> list:
+    """What a derandomized draw of `examples` examples from `strategy` gives, in order (no kernel
+    runs: cheap); the same list on every machine with the same hypothesis."""
+    from hypothesis import Phase, given
+    found = []
+
+    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def draw(example):
+        found.append(example)
+
+    draw()
+    return found
+
+
 def seeds() -> st.SearchStrategy[int]:
     return st.integers(0, 2**31 - 1)
 
 
+_NOTED_REGIMES: contextvars.ContextVar = contextvars.ContextVar("portcheck_noted_regimes", default=None)
+
+
 def regimes(allowed=REGIMES[:-1]) -> st.SearchStrategy[str]:
+    noted = _NOTED_REGIMES.get()
+    if noted is not None:
+        noted.update(allowed)
     return st.sampled_from(tuple(allowed))
+
+
+@contextlib.contextmanager
+def noting_regimes():
+    """Inside, every regimes() strategy made adds its regimes to the set yielded: what a case's
+    strategy, built inside, can draw (runner.check runs each that its search left out)."""
+    noted: set = set()
+    token = _NOTED_REGIMES.set(noted)
+    try:
+        yield noted
+    finally:
+        _NOTED_REGIMES.reset(token)
 
 
 def layouts() -> st.SearchStrategy[str]:

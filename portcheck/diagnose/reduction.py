@@ -61,7 +61,7 @@ def growth(case: Case, target_name: str, run: Run, maps: list[OutputMap], deadli
         if p is None:
             continue
         shape = f"linearly with {key}" if p >= 0.75 else f"with {key} (as {key}^{p:.2f})"
-        found.append(Finding("reduction", f"accumulating in {fmt_name(m.out.dtype)}? the error grows {shape}",
+        found.append(Finding("reduction", f"{accumulator_question(m.out.dtype)} the error grows {shape}",
                              "relative rms error " + ", ".join(f"{x:.2g} at {key}={s}" for s, x in zip(sizes, e))
                              + "; a correct fp32 accumulation stays flat", CORRELATED, m.name))
     return found
@@ -80,6 +80,11 @@ def exponent(e: list[float]) -> float | None:
     return p
 
 
-def fmt_name(dtype: torch.dtype) -> str:
-    """The narrow format the accumulator likely has: the output's own, or fp16/bf16 for fp32."""
-    return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, "fp16 or bf16")
+def accumulator_question(dtype: torch.dtype) -> str:
+    """What an error that grows with the reduction's length suggests: a 16-bit output's sum kept in
+    its own format; an fp32 output's kept in a 16-bit one, or parts of the sum lost or counted twice
+    (a split reduction that stores its partial where it should add it)."""
+    narrow = {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype)
+    if narrow:
+        return f"accumulating in {narrow}?"
+    return "accumulating in fp16 or bf16, or parts of the sum lost or counted twice?"

@@ -65,3 +65,49 @@ def test_the_session_seed_is_fixed_under_a_derandomized_profile_only():
     assert S.session_seed("ci") == S.session_seed("ci") == 0   # a gate: the same examples every run
     seeds = {S.session_seed("dev") for _ in range(8)}
     assert len(seeds) > 1 and all(0 <= s < 2**31 for s in seeds)
+
+
+# ---- every value regime a case's strategy can draw runs (runner.check's regimes step) ----------
+
+def test_a_regime_the_search_left_out_runs_on_its_largest_passing_input():
+    import os
+
+    import hypothesis
+    import triton
+    import triton.language as tl
+
+    from portcheck import Case, tolerance as T
+    from portcheck.runner import check
+    from portcheck.targets.runtime import INTERPRETER_ARCH
+
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        pytest.skip("runs a kernel on the interpreter (--target=interpreter)")
+
+    @triton.jit
+    def unit_rows_kernel(x_ptr, y_ptr, xs, ys, cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * xs + offs, mask=offs < cols, other=0.0)
+        peak = tl.max(tl.abs(x), axis=0)                   # a zero row divides 0 by 0: the bug
+        tl.store(y_ptr + row * ys + offs, x / peak, mask=offs < cols)
+
+    def oracle(a):
+        x = a["x"]
+        peak = x.abs().amax(dim=1, keepdim=True)
+        return {"y": torch.where(peak > 0, x / peak.clamp_min(1e-300), torch.zeros_like(x))}
+
+    seen: list = []
+    case = Case(name="unit_rows", family="probe", dtypes=("fp32",),
+                inputs=lambda dtype, most: S.row_inputs(dtype, min(most, 1024), tile=16, max_rows=4,
+                                                        allowed=("normal", "zeros")),
+                make=lambda spec, device: seen.append(spec["regime"]) or {"x": S.row_tensor(spec, device)},
+                outputs=lambda a: {"y": (tuple(a["x"].shape), a["x"].dtype)},
+                launch=lambda a, o: unit_rows_kernel[(a["x"].shape[0],)](
+                    a["x"], o["y"], a["x"].stride(0), o["y"].stride(0), a["x"].shape[1],
+                    BLOCK=triton.next_power_of_2(a["x"].shape[1])),
+                oracle=oracle, tolerance=lambda a, refs, dtype: {"y": T.rounding(dtype, "fp32")})
+    one = hypothesis.settings(max_examples=1, derandomize=True, deadline=None, database=None,
+                              phases=[hypothesis.Phase.generate], suppress_health_check=list(hypothesis.HealthCheck))
+    r = check(case, "interpreter", INTERPRETER_ARCH, "fp32", settings=one, max_elements=1024)
+    assert r.verdict == "fail", r.message
+    assert seen[0] == "normal" and r.failing_input["regime"] == "zeros"   # the search drew normal only
