@@ -199,6 +199,13 @@ def _semantics():
     return {sem.RELEASE, sem.ACQUIRE_RELEASE}, {sem.ACQUIRE, sem.ACQUIRE_RELEASE}
 
 
+def _position(method, name: str) -> int | None:
+    """The position of a bound method's parameter `name`, or None."""
+    import inspect
+    names = list(inspect.signature(method).parameters)
+    return names.index(name) if name in names else None
+
+
 @contextlib.contextmanager
 def watching(regions: list[Region]):
     """Inside, every launch on the interpreter is watched; the Watch's findings are complete once
@@ -237,13 +244,19 @@ def watching(regions: list[Region]):
         end_launch()
         return original["set_grid_dim"](nx, ny, nz)
 
-    def create_masked_load(ptrs, mask, other, cache_policy, is_volatile):
-        note(ATOMIC if is_volatile else LOAD, ptrs, mask)
-        return original["create_masked_load"](ptrs, mask, other, cache_policy, is_volatile)
+    # Triton 3.6 and 3.9 differ in the cache arguments between the ones read here, and call these
+    # with some of them by keyword: what is not read passes through as it came
+    volatile_at = _position(original["create_masked_load"], "is_volatile")
 
-    def create_masked_store(ptrs, value, mask, cache_policy):
+    def create_masked_load(ptrs, mask, *rest, **kwargs):
+        volatile = kwargs["is_volatile"] if "is_volatile" in kwargs else (
+            rest[volatile_at - 2] if volatile_at is not None and len(rest) > volatile_at - 2 else False)
+        note(ATOMIC if volatile else LOAD, ptrs, mask)
+        return original["create_masked_load"](ptrs, mask, *rest, **kwargs)
+
+    def create_masked_store(ptrs, value, mask, *rest, **kwargs):
         note(STORE, ptrs, mask)
-        return original["create_masked_store"](ptrs, value, mask, cache_policy)
+        return original["create_masked_store"](ptrs, value, mask, *rest, **kwargs)
 
     def create_atomic_rmw(rmw_op, ptr, val, mask, sem, scope):
         note(ATOMIC, ptr, mask, sem)

@@ -24,7 +24,8 @@ ATOMIC, PLAIN, ARRIVALS, BY_INDEX = 0, 1, 2, 3
 
 
 @triton.jit
-def total_kernel(x_ptr, part_ptr, count_ptr, total_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
+def total_kernel(x_ptr, part_ptr, count_ptr, total_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr,
+                 PROGRAMS: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     part = tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
@@ -35,12 +36,12 @@ def total_kernel(x_ptr, part_ptr, count_ptr, total_ptr, n, BLOCK: tl.constexpr, 
     else:
         tl.store(part_ptr + pid, part)
         if MODE == 2:  # ARRIVALS: the last program to arrive, by an atomic count, adds the partials
-            last = tl.atomic_add(count_ptr, 1) == tl.num_programs(0) - 1
+            last = tl.atomic_add(count_ptr, 1) == PROGRAMS - 1
         else:          # BY_INDEX: the program with the last index does, arrived or not
-            last = pid == tl.num_programs(0) - 1
+            last = pid == PROGRAMS - 1
         if last:
             total = 0.0
-            for i in range(0, tl.num_programs(0)):
+            for i in range(0, PROGRAMS):
                 total += tl.load(part_ptr + i)
             tl.store(total_ptr, total)
 
@@ -50,7 +51,7 @@ def _total(mode: int, n: int = 100, block: int = 16) -> list[str]:
     programs = triton.cdiv(n, block)
     part, count, total = torch.zeros(programs), torch.zeros(1, dtype=torch.int32), torch.zeros(1)
     with watching([]) as watch:
-        total_kernel[(programs,)](x, part, count, total, n, BLOCK=block, MODE=mode)
+        total_kernel[(programs,)](x, part, count, total, n, BLOCK=block, MODE=mode, PROGRAMS=programs)
     return watch.findings
 
 
@@ -103,7 +104,7 @@ def test_the_watch_and_the_shuffled_order_nest_and_leave_the_builder_as_it_was()
     with watching([]) as watch, shuffled(7):
         x = torch.randn(100)
         part, count, total = torch.zeros(7), torch.zeros(1, dtype=torch.int32), torch.zeros(1)
-        total_kernel[(7,)](x, part, count, total, 100, BLOCK=16, MODE=PLAIN)
+        total_kernel[(7,)](x, part, count, total, 100, BLOCK=16, MODE=PLAIN, PROGRAMS=7)
     assert len(watch.findings) == 1 and watch.findings[0].startswith("race: ")
     own = {"set_grid_dim", "set_grid_idx", "create_masked_load", "create_masked_store", "create_atomic_rmw"}
     assert not own & set(vars(builder()))
