@@ -102,6 +102,7 @@ _PATCH_POINTS = (
     ("ReduceOps", "min_max", ("self", "input", "val_reduce_op", "idx_reduce_op")),
     (None, "_implicit_cvt", ("arg",)),
     ("InterpretedFunction", "run", ("self", "args", "grid", "warmup", "kwargs")),
+    (None, "_patch_lang_tensor", ("tensor", "scope")),
 )
 
 _saved: list | None = None      # (object, name, original) while installed
@@ -359,8 +360,16 @@ def _replacements(interp):
         args, kwargs = _ones_as_constants(self, args, kwargs)
         return run(self, *args, grid=grid, warmup=warmup, **kwargs)
 
+    patch_tensor = interp._patch_lang_tensor
+
+    def new_patch_lang_tensor(tensor, scope):
+        patch_tensor(tensor, scope)
+        # Triton 3.6 takes a tensor's index as int() of its one-element array, which numpy 2.3 and
+        # later refuse (every loop over a range that a kernel argument bounds); 3.9 squeezes it first
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
     return (new_cast_impl, new_fp_to_fp, new_binary_op, new_unary_op, new_fma, new_dot,
-            new_sum, new_min_max, new_implicit_cvt, new_run)
+            new_sum, new_min_max, new_implicit_cvt, new_run, new_patch_lang_tensor)
 
 
 def _ones_as_constants(function, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
