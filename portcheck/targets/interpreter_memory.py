@@ -60,7 +60,7 @@ class Watch:
     """What `watching` found: one message per problem, in the order found."""
     regions: list[Region]
     findings: list[str] = field(default_factory=list)
-    unwatched: int = 0      # launches past MAX_BYTES
+    unwatched: int = 0      # launches past MAX_BYTES, or whose accesses the watch could not read
 
     def _name(self, address: int) -> str:
         for r in self.regions:
@@ -224,12 +224,19 @@ def watching(regions: list[Region]):
         if off:
             watch.unwatched += 1
         elif accesses:
-            watch.analyse(accesses)
+            try:
+                watch.analyse(accesses)
+            except Exception:   # noqa: BLE001  the watch adds findings; it never fails a launch itself
+                watch.unwatched += 1
 
     def note(kind: str, ptrs, mask, sem=None) -> None:
         if state["off"] or state["quiet"]:
             return
-        addresses = _lanes(ptrs, mask)
+        try:
+            addresses = _lanes(ptrs, mask)
+        except Exception:   # noqa: BLE001  a pointer or mask shape the watch does not know: this
+            state.update(off=True, accesses=[])   # launch goes unwatched, and runs as it would
+            return
         if not addresses.size:
             return
         state["bytes"] += addresses.size
