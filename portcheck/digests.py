@@ -22,8 +22,8 @@ from functools import lru_cache
 
 import hypothesis
 import torch
+from hypothesis import HealthCheck, Phase
 
-from . import strategies as S
 from .cases import Case
 from .errors import UsageError
 
@@ -58,12 +58,19 @@ def canonical(spec: dict) -> str:
 
 
 def _draw(case: Case, dtype: str, count: int, budget: int) -> list[dict]:
-    # a fixed number of draws keeps the derandomized sequence the same whatever `count` is, so the
+    drawn: dict[str, dict] = {}
+
+    # a fixed max_examples keeps the derandomized sequence the same whatever `count` is, so the
     # interpreter's fewer specs are the first of a GPU run's
-    distinct: dict[str, dict] = {}
-    for spec in S.drawn(case.inputs(dtype, budget), DRAWS):
-        distinct.setdefault(canonical(spec), spec)
-    return list(distinct.values())[:count]
+    @hypothesis.settings(max_examples=DRAWS, derandomize=True, database=None, deadline=None,
+                         phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @hypothesis.given(case.inputs(dtype, budget))
+    def draw(spec):
+        if len(drawn) < count:
+            drawn.setdefault(canonical(spec), spec)
+
+    draw()
+    return list(drawn.values())
 
 
 def draw_specs(case: Case, dtype: str, count: int = DIGEST_EXAMPLES) -> tuple[list[dict], int]:

@@ -121,22 +121,6 @@ def offset_ratio(dtype: str) -> float:
     return 2.0 ** min(OFFSET_MOST_LOG2, fmt(dtype).mantissa_bits + 1 - 3)
 
 
-def drawn(strategy: st.SearchStrategy, examples: int) -> list:
-    """What a derandomized draw of `examples` examples from `strategy` gives, in order (no kernel
-    runs: cheap); the same list on every machine with the same hypothesis."""
-    from hypothesis import Phase, given
-    found = []
-
-    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(strategy)
-    def draw(example):
-        found.append(example)
-
-    draw()
-    return found
-
-
 def seeds() -> st.SearchStrategy[int]:
     return st.integers(0, 2**31 - 1)
 
