@@ -103,6 +103,7 @@ _PATCH_POINTS = (
     (None, "_implicit_cvt", ("arg",)),
     ("InterpretedFunction", "run", ("self", "args", "grid", "warmup", "kwargs")),
     (None, "_patch_lang_tensor", ("tensor", "scope")),
+    (None, "_patch_lang_core", ("lang", "scope")),
 )
 
 _saved: list | None = None      # (object, name, original) while installed
@@ -368,8 +369,19 @@ def _replacements(interp):
         # later refuse (every loop over a range that a kernel argument bounds); 3.9 squeezes it first
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
 
+    patch_core = interp._patch_lang_core
+    fnuz = {"fp8e4b8": "get_fp8e4b8_ty", "fp8e5b16": "get_fp8e5b16_ty"}
+
+    def new_patch_lang_core(lang, scope):
+        patch_core(lang, scope)
+        # Triton 3.6's interpreter maps no FNUZ fp8 type to its builder's (which has them), so
+        # every fp8e4b8 / fp8e5b16 kernel failed with "fail to convert fp8e4b8 to ir type"; 3.9 maps them
+        to_ir = lang.dtype.to_ir
+        scope.set_attr(lang.dtype, "to_ir", lambda self, builder: getattr(builder, fnuz[self.name])()
+                       if self.name in fnuz else to_ir(self, builder))
+
     return (new_cast_impl, new_fp_to_fp, new_binary_op, new_unary_op, new_fma, new_dot,
-            new_sum, new_min_max, new_implicit_cvt, new_run, new_patch_lang_tensor)
+            new_sum, new_min_max, new_implicit_cvt, new_run, new_patch_lang_tensor, new_patch_lang_core)
 
 
 def _ones_as_constants(function, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
