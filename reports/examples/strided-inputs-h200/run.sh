@@ -5,11 +5,8 @@
 set -uo pipefail
 DEST=${DEST:-/tmp}
 OUT=/tmp/strided
-rm -rf "$OUT"; mkdir -p "$OUT"
-python3 -m pip install --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || { tail "$OUT/install.log"; exit 1; }
-{ nvidia-smi --query-gpu=name,driver_version --format=csv; nproc
-  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
-  git rev-parse HEAD; git status --short | head -30; } > "$OUT/gpu.txt" 2>&1
+. reports/examples/lent_machine.sh
+lent_setup "$OUT" || exit 1
 export XDG_CACHE_HOME=$OUT/cache TRITON_CACHE_DIR=$OUT/triton
 save() { tar -czf "$DEST/strided.tgz.part" -C /tmp --exclude=strided/cache --exclude=strided/triton strided \
   && mv "$DEST/strided.tgz.part" "$DEST/strided.tgz"; }
