@@ -85,9 +85,10 @@ def ahead(jobs: list[Callable[[], object]], n_threads: int) -> None:
             submit(noted_launches(jobs[start:start + step]))
 
 
-def noted_launches(jobs: list[Callable[[], object]]) -> list[tuple]:
-    """Every Triton launch that each job makes, noted, not run: (JITFunction, args, kwargs). A
-    job whose launcher fails without results is passed over."""
+def noted(jobs: list[Callable[[], object]]):
+    """The recorder (compile.capture) of every Triton launch that each job makes, noted, not run:
+    its `raw` launches (JITFunction, args, kwargs) and their `grids`. A job whose launcher fails
+    without results is passed over."""
     from .compile.capture import recording
     with recording(execute=False) as rec:
         for job in jobs:
@@ -95,7 +96,12 @@ def noted_launches(jobs: list[Callable[[], object]]) -> list[tuple]:
                 job()
             except Exception:   # noqa: BLE001  e.g. a launcher that reads back a result never computed
                 continue
-    return rec.raw
+    return rec
+
+
+def noted_launches(jobs: list[Callable[[], object]]) -> list[tuple]:
+    """Every Triton launch that each job makes, noted, not run: (JITFunction, args, kwargs)."""
+    return noted(jobs).raw
 
 
 def warm_up(launches: list[tuple], n_threads: int) -> None:

@@ -151,17 +151,6 @@ def _grid_limits(target_name: str):
     return contextlib.nullcontext() if TARGETS[target_name].is_gpu else limited()
 
 
-def launch_grids(case: Case, device: str, args: dict) -> list[tuple]:
-    """The grid of each Triton launch on these arguments, noted and not run."""
-    from .compile.capture import recording
-    with recording(execute=False) as rec:
-        try:
-            case.launch(args, _outputs(case, args, device, False)[0])
-        except Exception:   # noqa: BLE001  a launcher that refuses the input, or reads back a result
-            pass
-    return rec.grids
-
-
 def _memory_watch(target_name: str, launch: int, checks: Checks, bands: list):
     """The first launch of an example on the interpreter, watched for races and loads of the guard
     bands (targets.interpreter_memory): what it finds joins the guard bands' findings. A GPU runs
@@ -291,12 +280,22 @@ def harness_keys(spec: dict, own: set, where: str) -> dict:
     return {k: v for k, v in spec.items() if k not in added}
 
 
-def launch_integers(case: Case, device: str, args: dict, checks: Checks) -> list[list[int]]:
-    """The integers that each Triton launch on these arguments passes, noted and not run (no compile)."""
+def _noted(case: Case, device: str, args: dict, guarded: bool):
+    """The case's launches on these arguments, noted and not run (no compile): precompile.noted."""
     def job():
-        case.launch(args, _outputs(case, args, device, checks.guards)[0])
+        case.launch(args, _outputs(case, args, device, guarded)[0])
+    return precompile.noted([job])
+
+
+def launch_integers(case: Case, device: str, args: dict, checks: Checks) -> list[list[int]]:
+    """The integers that each Triton launch on these arguments passes."""
     return [[v for v in (*launched, *kwargs.values()) if type(v) is int]
-            for _, launched, kwargs in precompile.noted_launches([job])]
+            for _, launched, kwargs in _noted(case, device, args, checks.guards).raw]
+
+
+def launch_grids(case: Case, device: str, args: dict) -> list[tuple]:
+    """The grid of each Triton launch on these arguments."""
+    return _noted(case, device, args, False).grids
 
 
 def takes_column_stride(plain: list[list[int]], strided: list[list[int]]) -> bool:
@@ -792,9 +791,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         # divides the row length, so a launcher that asks for a multiple of 8 still gets one): making
         # 2**22 elements took 0.1 to 0.3 s a unit, and only the rows make the grid large
         probe = {**spec, length: min(spec[length] & -spec[length], 16)}
-        with facts_device.drawing(spec.get(forcing.CONFIG_KEY)):
-            grids = launch_grids(case, TARGETS[target_name].device, case.make(probe, TARGETS[target_name].device))
-        if any(excess(grid) for grid in grids):
+        device = TARGETS[target_name].device
+        if any(excess(grid) for grid in launch_grids(case, device, case.make(probe, device))):
             search.many_rows = spec
             prop(spec)
 
@@ -807,7 +805,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         if COLUMNS_KEY in search.largest:   # the case's own key of that name
             return
         device, noting = TARGETS[target_name].device, checks or CHECKS
-        with _quiet_arithmetic(target_name), facts_device.drawing(search.largest.get(forcing.CONFIG_KEY)):
+        with _quiet_arithmetic(target_name):   # never under --as-arch: no drawn configuration to set
             args, _ = _inputs(case, device, search.largest, noting)
             plain = launch_integers(case, device, args, noting)
             claims = {name: takes_column_stride(plain, launch_integers(
