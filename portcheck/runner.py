@@ -151,6 +151,9 @@ def _grid_limits(target_name: str):
     return contextlib.nullcontext() if TARGETS[target_name].is_gpu else limited()
 
 
+UNWATCHED = "memory watch"   # the passing comparison that says a launch went unwatched
+
+
 def _memory_watch(target_name: str, launch: int, checks: Checks, bands: list):
     """The first launch of an example on the interpreter, watched for races and loads of the guard
     bands (targets.interpreter_memory): what it finds joins the guard bands' findings. A GPU runs
@@ -163,12 +166,13 @@ def _memory_watch(target_name: str, launch: int, checks: Checks, bands: list):
 
 
 def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Checks,
-                input_bands: list, clock: PhaseClock = NO_CLOCK) -> tuple[list[dict], list[str], int]:
-    """Every launch's outputs, the guard violations seen, and how many tensors the launcher
-    allocated itself (torch.empty and kin, poisoned: guards.poisoned_allocations)."""
+                input_bands: list, clock: PhaseClock = NO_CLOCK) -> tuple[list[dict], list[str], int, list[str]]:
+    """Every launch's outputs, the guard violations seen, how many tensors the launcher
+    allocated itself (torch.empty and kin, poisoned: guards.poisoned_allocations), and why the
+    memory watch left launches unwatched."""
     device = TARGETS[target_name].device
     in_place = {n: args[n].clone() for n in case.in_place if not input_bands and n in args}
-    runs, violations, allocated = [], [], 0
+    runs, violations, allocated, unwatched = [], [], 0, []
     for launch in range(checks.launches):
         with clock.timing("launches"):
             outs, bands = _outputs(case, args, device, checks.guards)
@@ -183,6 +187,7 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
             allocated += allocations.allocated
             if watch is not None:
                 violations += [f for f in watch.findings if f not in violations]
+                unwatched += watch.unwatched
         runs.append(outs)
         with clock.timing("compare"):
             for band in [*bands, *input_bands]:
@@ -193,7 +198,7 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
                     band.raw.copy_(band.snapshot)
             for n, before in in_place.items():
                 args[n].copy_(before)
-    return runs, violations, allocated
+    return runs, violations, allocated, unwatched
 
 
 def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
@@ -471,7 +476,7 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
               keep: dict | None, checks: Checks, explain: bool, clock: PhaseClock) -> list[Comparison]:
     with clock.timing("inputs"):
         args, input_bands = _inputs(case, TARGETS[target_name].device, spec, checks)
-    runs, violations, allocated = _launch_all(case, target_name, spec, args, checks, input_bands, clock)
+    runs, violations, allocated, unwatched = _launch_all(case, target_name, spec, args, checks, input_bands, clock)
     outs = runs[0]
     if keep is not None:
         keep.update(outs)
@@ -481,6 +486,9 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
     with clock.timing("compare"):
         tols = case.tolerance(args64, refs, spec["dtype"])
         comps = [Comparison("guards", False, 0, worst_ratio=float("inf"), message=v) for v in violations]
+        # a note, not a finding: the record says which checks did not run
+        comps += [Comparison(UNWATCHED, True, 0, message=f"the memory watch left a launch unwatched: {why}")
+                  for why in dict.fromkeys(unwatched)]
         for name, ref in refs.items():
             tol = tols[name]
             if tol_factor != 1.0 and not tol.exact:
@@ -584,6 +592,7 @@ class _Search:
     far_base: dict | None = None      # the passing row-layout input to re-lay out (far_rows_rank)
     far_note: str = ""                # why the far example did not run
     columns_notes: list = field(default_factory=list)   # strided inputs read as if contiguous, unclaimed
+    unwatched: dict = field(default_factory=dict)   # why the memory watch left launches unwatched: how many
     many_rows: dict | None = None     # the many-rows input, once it has run (or is running)
     configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
     largest: dict | None = None       # the largest passing input the search drew (spec_size)
@@ -613,6 +622,14 @@ class _Search:
             # (guard and launch-to-launch comparisons are judged by no formula)
             self.tolerance = {c.name: c.tolerance for c in comps if c.tolerance}
         _fold_metrics(self.metrics, comps)
+        for c in comps:
+            if c.name == UNWATCHED:
+                self.unwatched[c.message] = self.unwatched.get(c.message, 0) + 1
+
+    def notes(self) -> list[str]:
+        """What a passing record says of checks that did not run as they do elsewhere."""
+        return [*self.columns_notes, *(f"{why} ({n} example{'s' * (n > 1)} of {self.examples})"
+                                       for why, n in self.unwatched.items())]
 
 
 _NO_METRICS = Comparison("", True, 0).metrics()   # every metric a comparison reports, at 0
@@ -932,8 +949,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     result.examples = search.examples
     if result.verdict == "pass" and search.far_note:
         result.message = f"far rows not checked: {search.far_note}"
-    if result.verdict == "pass" and search.columns_notes:
-        result.message = "; ".join(filter(None, [result.message, *search.columns_notes]))
+    if result.verdict == "pass" and search.notes():
+        result.message = "; ".join(filter(None, [result.message, *search.notes()]))
     if search.shrink_ended is not None and clock.target_name is not None:
         # everything after the failure was shrinking, hypothesis's own time between examples too:
         # the wall time that the shrink budget is spent against, not only the timed launches

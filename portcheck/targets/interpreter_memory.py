@@ -60,7 +60,7 @@ class Watch:
     """What `watching` found: one message per problem, in the order found."""
     regions: list[Region]
     findings: list[str] = field(default_factory=list)
-    unwatched: int = 0      # launches past MAX_BYTES, or whose accesses the watch could not read
+    unwatched: list[str] = field(default_factory=list)   # why each launch left unwatched was
 
     def _name(self, address: int) -> str:
         for r in self.regions:
@@ -222,26 +222,27 @@ def watching(regions: list[Region]):
         accesses, off = state["accesses"], state["off"]
         state.update(accesses=[], bytes=0, off=False)
         if off:
-            watch.unwatched += 1
+            watch.unwatched.append(off)
         elif accesses:
             try:
                 watch.analyse(accesses)
-            except Exception:   # noqa: BLE001  the watch adds findings; it never fails a launch itself
-                watch.unwatched += 1
+            except Exception as exc:   # noqa: BLE001  the watch adds findings; it never fails a launch itself
+                watch.unwatched.append(f"its analysis failed ({type(exc).__name__}: {exc})")
 
     def note(kind: str, ptrs, mask, sem=None) -> None:
         if state["off"] or state["quiet"]:
             return
         try:
             addresses = _lanes(ptrs, mask)
-        except Exception:   # noqa: BLE001  a pointer or mask shape the watch does not know: this
-            state.update(off=True, accesses=[])   # launch goes unwatched, and runs as it would
+        except Exception as exc:   # noqa: BLE001  a pointer or mask shape the watch does not know:
+            # this launch goes unwatched, and runs as it would
+            state.update(off=f"an access it could not read ({type(exc).__name__}: {exc})", accesses=[])
             return
         if not addresses.size:
             return
         state["bytes"] += addresses.size
         if state["bytes"] > MAX_BYTES:
-            state.update(off=True, accesses=[])
+            state.update(off=f"it accesses more than {MAX_BYTES:,} bytes", accesses=[])
             return
         state["time"] += 1
         state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses,

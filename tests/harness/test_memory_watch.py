@@ -161,6 +161,15 @@ def test_lost_updates_of_an_integer_count_fail_as_a_race_where_the_outputs_are_r
     assert atomic.verdict == "pass", atomic.message
 
 
+def test_a_launch_left_unwatched_is_said_in_the_passing_record(monkeypatch):
+    from portcheck.targets import interpreter_memory
+    monkeypatch.setattr(interpreter_memory, "MAX_BYTES", 8)   # every launch accesses more than 8 bytes
+    r = check(_count_case(False), "interpreter", INTERPRETER_ARCH, "int32", settings=SEARCH, max_elements=4096)
+    assert r.verdict == "pass", r.message   # the race goes unseen, and the record says why
+    assert "the memory watch left a launch unwatched: it accesses more than 8 bytes (" in r.message
+    assert f"examples of {r.examples})" in r.message
+
+
 # ---- state kept between launches -------------------------------------------------------------
 
 @triton.jit
