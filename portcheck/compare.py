@@ -36,6 +36,7 @@ class Comparison:
     worst_index: list = field(default_factory=list)
     tolerance: dict = field(default_factory=dict)   # the Tolerance summary it was judged by
     launch_spread: float | None = None   # nondeterministic cases: max |difference| between launches
+    launch: int = 1                      # the launch it judges (compare_launches: a later one)
     # elements holding a NaN or Inf where the reference is finite, not the output poison (flat
     # bool mask): produced by the kernel or read from an input's guard; the runner tells which
     nan_where_finite: torch.Tensor | None = field(default=None, repr=False)
@@ -225,10 +226,11 @@ def compare_launches(name: str, first: torch.Tensor, other: torch.Tensor, ref: t
         a, b = first.detach().to(torch.float64), other.detach().to(device=first.device, dtype=torch.float64)
         both = torch.isfinite(a) & torch.isfinite(b)
         cmp.launch_spread = float((a - b).abs()[both].max()) if bool(both.any()) else 0.0
+        cmp.launch = launch
         return cmp
     a, b = bits(first.detach()), bits(other.detach().to(first.device))
     diff = (a != b).flatten()
-    cmp = Comparison(label, not bool(diff.any()), first.numel(), int(diff.sum()))
+    cmp = Comparison(label, not bool(diff.any()), first.numel(), int(diff.sum()), launch=launch)
     if not cmp.ok:
         where = int(diff.nonzero()[0])
         cmp.worst_ratio = float("inf")

@@ -589,6 +589,8 @@ class _Search:
     fault: BaseException | None = None   # the last exception an example raised (hypothesis shrinks errors too)
     faulting: dict | None = None          # ... and its input
     first_run: dict | None = None     # the first example that ran (--as-arch: every config on it)
+    first_right: dict | None = None   # the search's first example whose first launch was right
+                                      # (diagnose: is it still, or did the launches since leave state?)
     far_base: dict | None = None      # the passing row-layout input to re-lay out (far_rows_rank)
     far_note: str = ""                # why the far example did not run
     columns_notes: list = field(default_factory=list)   # strided inputs read as if contiguous, unclaimed
@@ -760,6 +762,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         if spec is None and hypothesis.currently_in_test_context():
             hypothesis.target(worst if math.isfinite(worst) else 1e300, label="error / tolerance")
         bad = [c for c in comps if not c.ok]
+        if hypothesis.currently_in_test_context() and all(c.ok for c in comps if c.launch == 1):
+            search.first_right = search.first_right or example
         if bad:
             search.failing, search.message, search.failed = example, "; ".join(c.message for c in bad), bad
             search.failing_metrics = _fold_metrics({}, comps)
@@ -885,7 +889,9 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                 search.failed = [c for c in comps if not c.ok]
                 result.message = "; ".join(c.message for c in search.failed)
             if override is None or override.action != "xfail":   # a known failure is not diagnosed again
-                found = diagnose(case, target_name, dtype, search.failing, search.failed, arch=arch)
+                # the diagnosis judges by the case's own tolerances, on the local arch's configuration
+                right = search.first_right if factor == 1.0 and not forced else None
+                found = diagnose(case, target_name, dtype, search.failing, search.failed, arch=arch, right=right)
                 if COLUMNS_KEY in search.failing:
                     found.insert(0, columns_finding(search.failing[COLUMNS_KEY]))
                 result.diagnosis = [f.to_dict() for f in found]

@@ -12,7 +12,8 @@ located > hint).
     across vendors vendors.py   `portcheck diff`: each difference between two runs classified
 
 `diagnose()` runs after a failure only (runner.check), on the failing example: one re-run of it,
-a capture of its launch's tile sizes (not run), two launches one after the other, two re-runs at
+a capture of its launch's tile sizes (not run), two launches one after the other (and, where they
+agree, one of the first input whose first launch was right), two re-runs at
 other reduction lengths and, for the offset regime, one with the rows centred, on the case's own
 device; the rest is float64 arithmetic on the CPU. A time budget bounds the re-runs beyond the first: they are left out once
 it is spent (the first re-run always runs: it is the evidence every experiment reads, and costs
@@ -32,10 +33,11 @@ BUDGET_S = 10.0   # seconds for one failure's diagnosis: no re-run at another le
 
 
 def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparisons: list, *,
-             arch: str = "", budget_s: float = BUDGET_S) -> list[Finding]:
+             arch: str = "", budget_s: float = BUDGET_S, right: dict | None = None) -> list[Finding]:
     """The likely causes of `case`'s failure on `target` (arch `arch`) for `failing_spec`, whose
-    failing comparisons were `comparisons`, strongest first. Never raises: an experiment that
-    fails says so in a finding of its own, ranked last."""
+    failing comparisons were `comparisons`, strongest first (`right`: an input whose first launch
+    was right earlier in the same check). Never raises: an experiment that fails says so in a finding of its
+    own, ranked last."""
     deadline = time.monotonic() + budget_s
     findings = position.from_messages(comparisons)
     try:
@@ -52,10 +54,12 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
     failing = [m for m in run.maps.values() if m.failing]
     numeric = [m for m in failing if not m.exact and bool((m.bad & m.ratio.isfinite()).any())]
     read_outside = any("out-of-bounds read" in c.message for c in comparisons)
+    # state first: where it is reproduced, the other experiments' findings (an unwritten output
+    # blamed on the grid) describe what the state did, and rank after it at equal strength
     experiments = (
-        ("the position map", lambda: [f for m in failing for f in position.where(m, tiles(), read_outside)]),
         ("the launches one after another", lambda: state.kept_between_launches(
-            case, target, run.spec, [m.name for m in failing]) if time.monotonic() < deadline else []),
+            case, target, run.spec, [m.name for m in failing], right) if time.monotonic() < deadline else []),
+        ("the position map", lambda: [f for m in failing for f in position.where(m, tiles(), read_outside)]),
         ("the Philox replay", lambda: rng.mistakes(run, failing, tiles())),
         ("the precision models", lambda: magnitude.precision(case, run, numeric, arch)),
         ("the GELU forms", lambda: function.gelu_form(run, numeric)),

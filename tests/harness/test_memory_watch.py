@@ -197,3 +197,37 @@ def test_a_workspace_never_reset_is_named_as_state_kept_between_launches():
     assert r.verdict == "fail", r.message
     assert r.diagnosis[0]["cause"].startswith("state kept from one launch to the next")
     assert "its programs in the same order both times" in r.diagnosis[0]["evidence"]
+
+
+@triton.jit
+def last_arriver_kernel(x_ptr, count_ptr, y_ptr, n, BLOCK: tl.constexpr, PROGRAMS: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(y_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
+    if tl.atomic_add(count_ptr, 1) == PROGRAMS - 1:   # the last to arrive finishes; the count is
+        tl.store(y_ptr, tl.atomic_add(y_ptr, 0.0) * 2)  # never reset, so no later launch finishes
+
+
+def test_a_count_never_reset_that_stops_later_launches_finishing_is_named_as_state():
+    counts = {}   # the launcher's cache, one count per program count, zeroed once: the bug
+
+    def launch(a, o):
+        programs = triton.cdiv(a["x"].numel(), 16)
+        o["y"].zero_()
+        count = counts.setdefault(programs, torch.zeros(1, dtype=torch.int32))
+        last_arriver_kernel[(programs,)](a["x"], count, o["y"], a["x"].numel(), BLOCK=16, PROGRAMS=programs)
+
+    def inputs(dtype, max_elements):
+        return hypothesis.strategies.fixed_dictionaries({"dtype": hypothesis.strategies.just(dtype),
+                                                         "n": hypothesis.strategies.integers(1, 60)})
+
+    case = Case(name="stale_count", family="probe", dtypes=("fp32",), inputs=inputs,
+                make=lambda spec, device: {"x": torch.linspace(-1, 2, spec["n"], device=device)},
+                outputs=lambda a: {"y": ((1,), torch.float32)}, launch=launch, nondeterministic=True,
+                oracle=lambda a: {"y": 2 * a["x"].sum().reshape(1)},
+                tolerance=lambda a, refs, dtype: {"y": tolerance.Tolerance(atol=1e-5, rtol=1e-5, formula="test")})
+    r = check(case, "interpreter", INTERPRETER_ARCH, "fp32", settings=SEARCH, max_elements=4096)
+    assert r.verdict == "fail", r.message
+    # every launch after the first leaves y as its sum, not twice it: the two diagnosis launches
+    # agree, and the input that was right at its first launch is wrong now
+    assert r.diagnosis[0]["cause"].startswith("state kept from one launch to the next"), r.diagnosis
+    assert "an input whose first launch was right earlier in this check is wrong" in r.diagnosis[0]["evidence"]
