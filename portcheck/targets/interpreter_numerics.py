@@ -31,8 +31,10 @@ What the layer does, and why it models the GPU:
     round-to-nearest result that grew in magnitude one code back toward zero.
   - bf16 / fp8 arithmetic decodes to fp32, computes, and rounds back once: correctly rounded for
     + - * / (fp32 has more than 2p+2 bits for p <= 8), as a GPU with native bf16 units does.
-    A bf16 `tl.sum` adds pairwise in a tree and rounds after every level, like a GPU's
-    shuffle-tree reduction in bf16 (the exact order differs, the error growth does not).
+    A bf16 or fp16 `tl.sum` adds pairwise in a tree and rounds after every level, like a GPU's
+    shuffle-tree reduction in that format (the exact order differs, the error growth does not);
+    Triton's own fp16 sum is numpy's, which accumulates in fp32 and rounds once, so a kernel that
+    sums fp16 without widening passed here and failed on a GPU.
   - `tl.dot` with a bf16 or fp8 operand widens both operands exactly, forms the products and sums
     in float64, adds the accumulator and rounds once to the accumulator's format. Matrix units
     form exact products and accumulate in fp32 (Hopper's fp8 path in fewer bits, see
@@ -321,21 +323,24 @@ def _replacements(interp):
 
     def new_sum(self, input):
         fmt = input.dtype.scalar if _fmt(input.dtype) else None
-        if fmt is None:
+        half_float = input.dtype.scalar == tl.float16
+        if fmt is None and not half_float:
             return red_sum(self, input)
-        x = _values(input.handle)
+        # numpy's own fp16 sum accumulates in fp32 and rounds once: far more accurate than a GPU's
+        x = input.handle.data if half_float else _values(input.handle)
         axis = 0 if self.axis is None else self.axis
         x = np.moveaxis(x.reshape(-1) if self.axis is None else x, axis, 0)
-        while x.shape[0] > 1:       # a tree of bf16 adds, rounded after every level
+        while x.shape[0] > 1:       # a tree of adds in the format, rounded after every level
             if x.shape[0] % 2:
                 x = np.concatenate([x, np.zeros_like(x[:1])])
             half = x.shape[0] // 2
-            x = decode(encode(x[:half] + x[half:], fmt), fmt)
+            with np.errstate(over="ignore", invalid="ignore"):   # numpy's fp16 add rounds once
+                x = x[:half] + x[half:] if half_float else decode(encode(x[:half] + x[half:], fmt), fmt)
         total = x[0]
         if self.keep_dims:
             total = (np.expand_dims(total, axis) if self.axis is not None
                      else total.reshape((1,) * input.handle.data.ndim))
-        return self.to_tensor(encode(total, fmt), input.dtype)
+        return self.to_tensor(total if half_float else encode(total, fmt), input.dtype)
 
     def new_min_max(self, input, val_reduce_op, idx_reduce_op=None):
         one = input[0] if isinstance(input, tuple) else input

@@ -194,6 +194,22 @@ def test_bf16_arithmetic_rounds_like_torch():
     assert abs(total.double().item() - exact) <= 8 * 2.0 ** -8 * x.double().abs().sum().item()
 
 
+@triton.jit
+def sum_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK)), axis=0))
+
+
+def test_an_fp16_sum_rounds_at_every_tree_level_as_a_gpu_does_not_once():
+    # 1024 and 2047 quarters (exact sum 1535.75): in a tree of fp16 adds the 1024 meets 0.25 and
+    # then 0.5, each lost to rounding (the ulp at 1024 is 1), then the rest exactly: 1535; numpy's
+    # own fp16 sum (Triton's interpreter's) accumulates in fp32 and rounds once: 1536
+    x = torch.cat([torch.tensor([1024.0]), torch.full((2047,), 0.25)]).to(torch.float16)
+    total = torch.empty(1, dtype=torch.float16)
+    sum_kernel[(1,)](x, total, BLOCK=2048)
+    assert float(x.numpy().sum()) == 1536.0
+    assert float(total.item()) == 1535.0
+
+
 # ---- libdevice ------------------------------------------------------------------------------------
 
 @triton.jit
