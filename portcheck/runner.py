@@ -151,6 +151,15 @@ def _grid_limits(target_name: str):
     return contextlib.nullcontext() if TARGETS[target_name].is_gpu else limited()
 
 
+def _hints_checked(target_name: str):
+    """On the interpreter, the kernel's compiler hints held against their values
+    (targets.interpreter_hints); a GPU's compiler trusts them."""
+    if TARGETS[target_name].is_gpu:
+        return contextlib.nullcontext()
+    from .targets.interpreter_hints import checking
+    return checking()
+
+
 UNWATCHED = "memory watch"   # the passing comparison that says a launch went unwatched
 
 
@@ -179,12 +188,13 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
             try:
                 with _program_order(target_name, spec, launch), guards.poisoned_allocations() as allocations, \
                         _memory_watch(target_name, launch, checks, [*bands, *input_bands]) as watch, \
-                        _grid_limits(target_name):
+                        _grid_limits(target_name), _hints_checked(target_name) as false_hints:
                     case.launch(args, outs)
             except GridTooLarge as exc:   # the interpreter refused the grid before its first program
                 violations.append(f"{GRID_HINT}{exc}; the launch did not run")
             synchronize(target_name)
             allocated += allocations.allocated
+            violations += [h for h in false_hints or () if h not in violations]
             if watch is not None:
                 violations += [f for f in watch.findings if f not in violations]
                 unwatched += watch.unwatched
@@ -620,8 +630,10 @@ class _Search:
             self.autotune_run.add(run.index)
 
     def observe(self, comps: list[Comparison]) -> None:
-        if self.failing is None:  # report the formula in force where it failed, else the last
-            # (guard and launch-to-launch comparisons are judged by no formula)
+        if self.failing is None or any(not c.ok for c in comps):
+            # the formula in force for the failing input reported (the last to fail: hypothesis
+            # replays its smallest last), else for the last input (guard and launch-to-launch
+            # comparisons are judged by no formula)
             self.tolerance = {c.name: c.tolerance for c in comps if c.tolerance}
         _fold_metrics(self.metrics, comps)
         for c in comps:

@@ -781,7 +781,8 @@ def _as_arch_field(group: list, local: str) -> dict:
 def _print_result(target: str, local_arch: str, r) -> None:
     forced = f" as {r.arch:<8}" if r.evidence == "as-arch" else ""
     extra = f" {r.metrics['max_ulp']:.3g} ulp" if r.verdict != "error" and r.metrics and not forced else ""
-    if r.verdict == "fail" and extra and r.metrics.get("worst_ratio") == math.inf and math.isfinite(r.metrics["max_ulp"]):
+    if (r.verdict == "fail" and extra and r.metrics.get("worst_ratio") == math.inf
+            and math.isfinite(r.metrics["max_ulp"]) and "differ bitwise" in r.message):
         extra = " bitwise"   # an exact output (codes, integers) differs: its ULPs would be another output's
     print(f"{target}/{local_arch}{forced} {r.case:<24} {r.dtype:<8} {r.verdict:<6}{extra}"
           f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)

@@ -17,7 +17,11 @@ that ran first makes a releasing atomic (sem "release" or "acq_rel", Triton's de
 access and the other an acquiring atomic (or "acq_rel") to some of the same bytes before its own:
 split-K's last arriver, which counts arrivals with an atomic and only then reads the others'
 partial sums, and a lock taken with atomic_cas are ordered so. Atomics never race one another; a
-volatile load counts as a relaxed atomic (it is how a program polls a flag).
+volatile load counts as a relaxed atomic (it is how a program polls a flag). An atomic of scope
+"cta" is atomic, and orders, within its own program only: to the others it is a plain load or
+store (two programs' cta-scoped adds to one counter lose updates on a GPU). An atomic with its mask
+on in a guard band is reported as a load there is: adding 0 past an output's end leaves the band as
+it was, so the band's own check cannot see it.
 """
 from __future__ import annotations
 
@@ -50,6 +54,8 @@ class _Access:
     addresses: np.ndarray   # byte addresses, int64
     releases: bool = False
     acquires: bool = False
+    cta: bool = False       # an atomic of scope "cta": atomic within its program only (kind LOAD / STORE)
+    volatile: bool = False  # a volatile load (kind ATOMIC: it reads, it updates nothing)
 
     def __post_init__(self):
         self.lo, self.hi = int(self.addresses.min()), int(self.addresses.max()) + 1
@@ -79,9 +85,11 @@ class Watch:
         self._races(accesses)
 
     def _band_loads(self, accesses: list[_Access]) -> None:
+        """Loads and atomics in a guard band: a plain store there changes the band, which the
+        check sees without the watch; an atomic that changes nothing (adding 0) does not."""
         bands = [r for r in self.regions if r.band]
         for a in accesses:
-            if a.kind == STORE:
+            if a.kind == STORE and not a.cta:
                 continue
             for r in bands:
                 if a.hi <= r.lo or a.lo >= r.hi:
@@ -91,10 +99,12 @@ class Watch:
                     first = int(a.addresses[hit].min() if r.band == "after" else a.addresses[hit].max())
                     where = (f"from byte {first - r.lo} past its end" if r.band == "after"
                              else f"from {r.hi - first} bytes before its start")
-                    self._add(f"out-of-bounds read: program {_program(a.program)} loads {int(hit.sum())} "
-                              f"bytes {r.band} {r.what} ({where}, in its guard band) with the load's "
-                              "mask on; the values reached no output, but on a GPU such a load may "
-                              "fault or read another allocation: mask it")
+                    reads = a.kind == LOAD or a.volatile
+                    self._add(f"out-of-bounds {'read' if reads else 'atomic'}: program {_program(a.program)} "
+                              f"{_verb(a)} {int(hit.sum())} bytes {r.band} {r.what} ({where}, in its guard "
+                              f"band) with the {'load' if reads else 'atomic'}'s mask on: on a GPU it may "
+                              f"fault or {'read' if reads else 'change'} another allocation, whatever the "
+                              "outputs show: mask it")
                     bands.remove(r)   # one message a band
                     break
 
@@ -167,6 +177,10 @@ def _program(p: tuple) -> str:
 
 
 def _verb(a: _Access) -> str:
+    if a.cta:
+        return f"{'loads' if a.kind == LOAD else 'updates'} with an atomic of scope \"cta\" (atomic within its program only)"
+    if a.volatile:
+        return "loads (volatile)"
     return {LOAD: "loads", STORE: "stores to", ATOMIC: "updates atomically"}[a.kind]
 
 
@@ -193,10 +207,11 @@ def _element_size(ptrs) -> int:
 
 
 def _semantics():
-    """The sets of memory semantics that release and that acquire, as the builder receives them."""
+    """The sets of memory semantics that release and that acquire, and the scope that is one
+    program's only, as the builder receives them."""
     from triton.runtime import interpreter
     sem = interpreter._ir.MEM_SEMANTIC
-    return {sem.RELEASE, sem.ACQUIRE_RELEASE}, {sem.ACQUIRE, sem.ACQUIRE_RELEASE}
+    return {sem.RELEASE, sem.ACQUIRE_RELEASE}, {sem.ACQUIRE, sem.ACQUIRE_RELEASE}, interpreter._ir.MEM_SYNC_SCOPE.CTA
 
 
 def _position(method, name: str) -> int | None:
@@ -212,7 +227,7 @@ def watching(regions: list[Region]):
     the context has ended."""
     watch = Watch(list(regions))
     b = builder()
-    releasing, acquiring = _semantics()
+    releasing, acquiring, cta = _semantics()
     state = {"accesses": [], "bytes": 0, "time": 0, "off": False, "quiet": 0}
     original = {name: getattr(b, name) for name in
                 ("set_grid_dim", "create_masked_load", "create_masked_store", "create_atomic_rmw",
@@ -229,7 +244,7 @@ def watching(regions: list[Region]):
             except Exception as exc:   # noqa: BLE001  the watch adds findings; it never fails a launch itself
                 watch.unwatched.append(f"its analysis failed ({type(exc).__name__}: {exc})")
 
-    def note(kind: str, ptrs, mask, sem=None) -> None:
+    def note(kind: str, ptrs, mask, sem=None, scope=None, volatile=False) -> None:
         if state["off"] or state["quiet"]:
             return
         try:
@@ -245,8 +260,11 @@ def watching(regions: list[Region]):
             state.update(off=f"it accesses more than {MAX_BYTES:,} bytes", accesses=[])
             return
         state["time"] += 1
-        state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses,
-                                         sem in releasing, sem in acquiring))
+        if scope == cta:   # to the other programs, a plain load or store: it neither orders nor is atomic
+            state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses, cta=True))
+        else:
+            state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses,
+                                             sem in releasing, sem in acquiring, volatile=volatile))
 
     def set_grid_dim(nx, ny, nz):
         end_launch()
@@ -259,7 +277,7 @@ def watching(regions: list[Region]):
     def create_masked_load(ptrs, mask, *rest, **kwargs):
         volatile = kwargs["is_volatile"] if "is_volatile" in kwargs else (
             rest[volatile_at - 2] if volatile_at is not None and len(rest) > volatile_at - 2 else False)
-        note(ATOMIC if volatile else LOAD, ptrs, mask)
+        note(ATOMIC if volatile else LOAD, ptrs, mask, volatile=volatile)
         return original["create_masked_load"](ptrs, mask, *rest, **kwargs)
 
     def create_masked_store(ptrs, value, mask, *rest, **kwargs):
@@ -267,20 +285,20 @@ def watching(regions: list[Region]):
         return original["create_masked_store"](ptrs, value, mask, *rest, **kwargs)
 
     def create_atomic_rmw(rmw_op, ptr, val, mask, sem, scope):
-        note(ATOMIC, ptr, mask, sem)
+        note(STORE if scope == cta else ATOMIC, ptr, mask, sem, scope)
         return original["create_atomic_rmw"](rmw_op, ptr, val, mask, sem, scope)
 
     def create_atomic_cas(ptr, cmp, val, sem, scope):
-        note(ATOMIC, ptr, None, sem)
+        note(STORE if scope == cta else ATOMIC, ptr, None, sem, scope)
         return original["create_atomic_cas"](ptr, cmp, val, sem, scope)
 
     def create_atomic_load(ptr, mask, sem, scope):
-        note(ATOMIC, ptr, mask, sem)
+        note(LOAD if scope == cta else ATOMIC, ptr, mask, sem, scope)
         with quiet():
             return original["create_atomic_load"](ptr, mask, sem, scope)
 
     def create_atomic_store(ptr, val, mask, sem, scope):
-        note(ATOMIC, ptr, mask, sem)
+        note(STORE if scope == cta else ATOMIC, ptr, mask, sem, scope)
         with quiet():
             return original["create_atomic_store"](ptr, val, mask, sem, scope)
 

@@ -96,8 +96,50 @@ def test_a_discarded_load_past_an_input_reads_its_guard_band():
     assert torch.equal(out.tensor, torch.where(torch.arange(20) < 20, args["x"], 0.0))   # right all the same
     assert watch.findings == [
         "out-of-bounds read: program (0, 0, 0) loads 48 bytes after input x (from byte 0 past its end, "
-        "in its guard band) with the load's mask on; the values reached no output, but on a GPU such a "
-        "load may fault or read another allocation: mask it"]
+        "in its guard band) with the load's mask on: on a GPU it may fault or read another allocation, "
+        "whatever the outputs show: mask it"]
+
+
+@triton.jit
+def column_sum_kernel(x_ptr, y_ptr, rows, cols, BLOCK: tl.constexpr, MASKED: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    row = tl.load(x_ptr + tl.program_id(0) * cols + offs, mask=offs < cols, other=0.0)
+    if MASKED:
+        tl.atomic_add(y_ptr + offs, row, mask=offs < cols)
+    else:   # the tail lanes add 0.0 past y's end: the band's bytes stay as they were
+        tl.atomic_add(y_ptr + offs, row)
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_an_unmasked_atomic_past_an_output_is_out_of_bounds_though_it_changes_nothing(masked):
+    x = torch.randn(3, 20)
+    out = guards.guarded_output("y", (20,), torch.float32, "cpu")
+    out.tensor.zero_()
+    with watching([Region(*s) for s in out.spans()]) as watch:
+        column_sum_kernel[(3,)](x, out.tensor, 3, 20, BLOCK=32, MASKED=masked)
+    assert not out.violations()   # the band holds its poison still
+    assert watch.findings == ([] if masked else [
+        "out-of-bounds atomic: program (0, 0, 0) updates atomically 48 bytes after output y (from byte 0 "
+        "past its end, in its guard band) with the atomic's mask on: on a GPU it may fault or change "
+        "another allocation, whatever the outputs show: mask it"])
+
+
+@triton.jit
+def scoped_count_kernel(count_ptr, CTA: tl.constexpr):
+    if CTA:
+        tl.atomic_add(count_ptr, 1, scope="cta")
+    else:
+        tl.atomic_add(count_ptr, 1)
+
+
+def test_an_atomic_of_scope_cta_is_no_atomic_between_programs():
+    for cta, races in ((False, False), (True, True)):
+        count = torch.zeros(1, dtype=torch.int32)
+        with watching([]) as watch:
+            scoped_count_kernel[(2,)](count, CTA=cta)
+        assert bool(watch.findings) == races, watch.findings
+    assert watch.findings[0].startswith('race: program (0, 0, 0) updates with an atomic of scope "cta" '
+                                        "(atomic within its program only) memory the launcher allocated")
 
 
 def test_the_watch_and_the_shuffled_order_nest_and_leave_the_builder_as_it_was():

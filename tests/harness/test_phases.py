@@ -1,6 +1,7 @@
 """Where a check's time goes (each runtime record's `phases`), and a shrink that stops at the time
 limit: a failure is reported as a failure, with its smallest input so far and its replay, never
 turned into a time-out by the search for a smaller one. Run on the session's target."""
+import dataclasses
 import io
 import time
 
@@ -12,7 +13,7 @@ from portcheck import Case, Cost
 from portcheck.reports.progress import Progress, duration
 from portcheck.results import PHASES, phase_totals
 from portcheck.runner import check
-from portcheck.tolerance import rounding
+from portcheck.tolerance import Tolerance, rounding
 
 SLOW_S = 0.2   # each launch of the slow case
 SEARCH = hypothesis.settings(max_examples=50, derandomize=True, deadline=None, database=None,
@@ -82,6 +83,20 @@ def test_without_a_deadline_the_failure_shrinks_to_its_minimal_input(portcheck_s
     result = _check(portcheck_session, fast_and_wrong, deadline=time.monotonic() + 600)
     assert result.verdict == "fail" and "shrinking stopped" not in result.message, result.message
     assert result.failing_input == {"dtype": "fp32", "n": 1, "seed": 0}
+
+
+def test_the_recorded_tolerance_is_the_one_of_the_failing_input_reported(portcheck_session):
+    def per_length(args, refs, dtype):   # a formula that names the input it was made for
+        return {"y": Tolerance(atol=1e-6, rtol=1e-6, formula=f"n={args['x'].numel()}")}
+
+    def second_wrong(args, outs):   # right at n = 1, the first input drawn; shrinks to n = 2
+        outs["y"].copy_(args["x"])
+        outs["y"][1:2] += 1
+
+    wrong = dataclasses.replace(_case("phases_tol_failure", second_wrong), tolerance=per_length)
+    result = _check(portcheck_session, wrong, deadline=time.monotonic() + 600)
+    assert result.verdict == "fail" and result.failing_input["n"] == 2, result.failing_input
+    assert result.tolerance["y"]["formula"] == "n=2"   # not the first failing input's, before shrinking
 
 
 def test_the_run_totals_sum_each_phase_over_the_records_in_a_fixed_order():

@@ -1,0 +1,96 @@
+"""The compiler hints a kernel gives (`tl.multiple_of`, `tl.max_contiguous`, `tl.max_constancy`),
+held against the values they describe. A GPU compiler trusts them: a false `multiple_of` on an
+offset makes it emit aligned vector loads at an address that is not aligned (wrong values, or a
+misaligned-address fault), a false `max_contiguous` makes it load a vector where the lanes want
+scattered elements. Triton's interpreter stores them and ignores them, so such a kernel passed
+every check on the CPU. `checking()` notes every hint whose values break it.
+
+What each claim means is Triton's axis analysis's (per dimension d, with value d of the list):
+  - contiguity C: each group of C elements along d, from an index that is a multiple of C, steps
+    by one;
+  - constancy C: each such group holds one value;
+  - divisibility D: the first element of each run that steps by one along d (an offset from
+    `tl.arange` counts as one run) is a multiple of D; pointers count in bytes, as on the GPU.
+The runs are the longest the values have, so a claim is only called false where no grouping of
+the values makes it true."""
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .interpreter_builder import builder
+
+CLAIMS = {"tt.divisibility": "tl.multiple_of", "tt.contiguity": "tl.max_contiguous",
+          "tt.constancy": "tl.max_constancy"}
+_HERE = str(Path(__file__).resolve().parent)   # portcheck's interpreter patches
+
+
+def broken(claim: str, values: np.ndarray, hint: list[int]) -> str | None:
+    """How `values` break the hint (a claim of CLAIMS, one number per dimension), or None."""
+    x = np.asarray(values).astype(np.int64).reshape(values.shape or (1,))
+    for d, n in enumerate(hint):
+        if n <= 1 or d >= x.ndim:
+            continue
+        steps = np.diff(np.moveaxis(x, d, -1), axis=-1)
+        if claim == "tt.divisibility":
+            starts = np.concatenate([np.ones(steps.shape[:-1] + (1,), bool), steps != 1], axis=-1)
+            bad = np.moveaxis(x, d, -1)[starts]
+            bad = bad[bad % n != 0]
+            if bad.size:
+                return f"{int(bad[0])} is not a multiple of {n}"
+            continue
+        want = 1 if claim == "tt.contiguity" else 0
+        size = x.shape[d]
+        inside = (np.arange(size - 1) + 1) % n != 0   # a step between two elements of one group
+        wrong = (steps != want) & inside
+        if wrong.any():
+            at = int(np.argwhere(wrong)[0][-1])
+            row = np.moveaxis(x, d, -1)[tuple(np.argwhere(wrong)[0][:-1])]
+            return (f"elements {at} and {at + 1} along dimension {d} hold {int(row[at])} and {int(row[at + 1])}"
+                    f", in one group of {n}")
+    return None
+
+
+def _where(skip: tuple[str, ...]) -> str:
+    """The kernel source line that gave the hint: the innermost frame outside `skip` (Triton's
+    package, portcheck's interpreter patches)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(skip):
+            return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+@contextlib.contextmanager
+def checking():
+    """Inside, every hint a kernel gives on the interpreter is held against its values; the list
+    it yields holds one message per hint found false (the first program that breaks it)."""
+    import triton
+    from triton.runtime import interpreter
+    skip = (str(Path(triton.__file__).resolve().parent), _HERE)
+    found: list[str] = []
+    seen: set[str] = set()
+    handle = interpreter.TensorHandle
+    original = handle.set_attr
+
+    def set_attr(self, key, value):
+        if key in CLAIMS and isinstance(value, (list, tuple)) and np.issubdtype(np.asarray(self.data).dtype, np.integer):
+            why = broken(key, self.data, list(value))
+            where = _where(skip)
+            if why and where not in seen:
+                seen.add(where)
+                found.append(f"false hint: {CLAIMS[key]}(..., {list(value) if len(value) > 1 else value[0]}) "
+                             f"at {where} in program {tuple(builder().grid_idx)}: {why}; a GPU compiler "
+                             "trusts it (aligned or vector accesses where the values are not): drop it "
+                             "or make it true")
+        return original(self, key, value)
+
+    handle.set_attr = set_attr
+    try:
+        yield found
+    finally:
+        handle.set_attr = original
