@@ -47,6 +47,9 @@ What the layer does, and why it models the GPU:
     "the GPU's"; the interpreter cannot tell an explicit "tf32" from its own default (tf32,
     NVIDIA's default, where AMD's is ieee); and portcheck's tf32 tolerances bound both. fp32
     dots stay exact-ish (numpy fp32), as before.
+  - `tl.argmax` / `tl.argmin` with tie_break_left=False return the last of equal elements: each
+    combine keeps its second operand on a tie, so a GPU's reduction ends on a later index, where
+    Triton 3.9's interpreter returns the first (and 3.6's, combining in Python, the last).
   - Float scalar arguments become fp32 scalars, as the JIT's specialization makes them (ints are
     already i32 / u32 / i64 / u64 by range in Triton's own code), and an integer argument equal to
     1 becomes tl.constexpr(1) where the JIT makes it one (no type annotation, not in
@@ -102,6 +105,7 @@ _PATCH_POINTS = (
     ("InterpreterBuilder", "create_dot", ("self", "a", "b", "d", "input_precision", "max_num_imprecise_acc")),
     ("ReduceOps", "sum", ("self", "input")),
     ("ReduceOps", "min_max", ("self", "input", "val_reduce_op", "idx_reduce_op")),
+    ("ReduceOps", "apply_impl", ("self", "input")),
     (None, "_implicit_cvt", ("arg",)),
     ("InterpretedFunction", "run", ("self", "args", "grid", "warmup", "kwargs")),
     (None, "_patch_lang_tensor", ("tensor", "scope")),
@@ -269,8 +273,11 @@ def _replacements(interp):
     cast_impl, fp_to_fp = builder.cast_impl, builder.create_fp_to_fp
     binary_op, unary_op, fma, dot = builder.binary_op, builder.unary_op, builder.create_fma, builder.create_dot
     red_sum, red_min_max, implicit_cvt = reduce_ops.sum, reduce_ops.min_max, interp._implicit_cvt
+    apply_reduce = reduce_ops.apply_impl
     run = interp.InterpretedFunction.run
     RTZ = interp._ir.ROUNDING_MODE.RTZ
+    fast_max = getattr(tl.standard, "_argmax_combine_tie_break_fast", None)
+    fast_min = getattr(tl.standard, "_argmin_combine_tie_break_fast", None)
 
     def convert(src, dst_type, rtz=False):
         dst = dst_type.scalar
@@ -357,6 +364,16 @@ def _replacements(interp):
         val = self.to_tensor(data if val.type.is_block() else data.reshape(-1)[0], one.dtype)
         return (val, out[1]) if idx_reduce_op else val
 
+    def new_apply_impl(self, input):
+        # tl.argmax / argmin(tie_break_left=False): each combine keeps its second operand on a tie,
+        # so a GPU's in-thread loop and shuffle tree end on a later index; Triton 3.9 takes the
+        # leftmost (np.nanargmax), which hid a kernel that relied on the lower index (3.6 combined
+        # one element at a time, in Python, and ended on the last)
+        for fast, value_op, index_op in ((fast_max, np.nanmax, np.nanargmax), (fast_min, np.nanmin, np.nanargmin)):
+            if fast is not None and self.combine_fn is fast:
+                return self.min_max(input[0], val_reduce_op=value_op, idx_reduce_op=_last(index_op))
+        return apply_reduce(self, input)
+
     def new_implicit_cvt(arg):
         if isinstance(arg, float):      # the JIT specializes a Python float as an fp32 scalar
             return tl.tensor(TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
@@ -386,7 +403,18 @@ def _replacements(interp):
                        if self.name in fnuz else to_ir(self, builder))
 
     return (new_cast_impl, new_fp_to_fp, new_binary_op, new_unary_op, new_fma, new_dot,
-            new_sum, new_min_max, new_implicit_cvt, new_run, new_patch_lang_tensor, new_patch_lang_core)
+            new_sum, new_min_max, new_apply_impl, new_implicit_cvt, new_run, new_patch_lang_tensor,
+            new_patch_lang_core)
+
+
+def _last(index_op):
+    """index_op (np.nanargmax / np.nanargmin) giving the last of equal elements, not the first."""
+    def last(data, axis=None, keepdims=False):
+        data = np.asarray(data)
+        if axis is None:
+            return data.size - 1 - index_op(data.reshape(-1)[::-1], keepdims=keepdims)
+        return data.shape[axis] - 1 - index_op(np.flip(data, axis), axis=axis, keepdims=keepdims)
+    return last
 
 
 def _ones_as_constants(function, args: tuple, kwargs: dict) -> tuple[tuple, dict]:

@@ -210,6 +210,23 @@ def test_an_fp16_sum_rounds_at_every_tree_level_as_a_gpu_does_not_once():
     assert float(total.item()) == 1535.0
 
 
+@triton.jit
+def argmax_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr, tl.argmax(x, 0, tie_break_left=True))
+    tl.store(out_ptr + 1, tl.argmax(x, 0, tie_break_left=False))
+    tl.store(out_ptr + 2, tl.argmin(x, 0, tie_break_left=True))
+    tl.store(out_ptr + 3, tl.argmin(x, 0, tie_break_left=False))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_argmax_without_tie_break_left_takes_a_later_index_as_a_gpu_may(dtype):
+    x = torch.tensor([1, 3, 0, 3, 2, 0, 3, 1], dtype=dtype)
+    out = torch.empty(4, dtype=torch.int32)
+    argmax_kernel[(1,)](x, out, BLOCK=8)
+    assert out.tolist() == [1, 6, 2, 5]
+
+
 # ---- libdevice ------------------------------------------------------------------------------------
 
 @triton.jit
