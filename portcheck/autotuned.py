@@ -7,7 +7,9 @@ to be the fastest: on another GPU or another shape it ships; and on the interpre
 cannot time at all (Triton finds no driver). Inside `choosing(spec)` (runner.evaluate, the
 diagnosis's re-runs) Triton's `Autotuner.run` launches configuration `index % n` of the n that
 the kernel's own pruning leaves, as its first launch of a key launches the one it chose (the
-reset_to_zero / restore_value hook with reset_only, then the configuration's pre_hook). The index
+reset_to_zero / restore_value hook with reset_only, then the configuration's pre_hook), after one
+run as its timing makes it where the pruning leaves more than one (what timing runs leave in the
+tensors, an accumulation no reset_to_zero undoes, stays for the launch, as it does there). The index
 is the spec's KEY when it has one, else a hash of the spec, so a replay launches the same
 configuration; runner.check then runs each index no example reached on its largest passing input.
 """
@@ -30,9 +32,11 @@ class Launched:
     index: int       # which of its configurations ran (0-based, after its pruning)
     count: int       # how many its pruning left
     config: str      # the configuration, as Triton prints it
+    timed: bool = False   # a timing run of it came first, as Triton's at a key's first launch
 
     def describe(self) -> str:
-        return f"autotune config {self.index + 1} of {self.count} of {self.kernel} ({self.config})"
+        return (f"autotune config {self.index + 1} of {self.count} of {self.kernel} ({self.config}"
+                f"{', after a timing run' if self.timed else ''})")
 
 
 def spec_index(spec: dict) -> int:
@@ -47,6 +51,22 @@ def launched() -> list[Launched]:
     return list(_LAUNCHED)
 
 
+def _timing_run(self, config, full: dict, args: tuple, kwargs: dict) -> None:
+    """One run of `config` as the autotuner's timing makes it (Autotuner._bench's kernel_call): its
+    pre_hook, the reset_to_zero / restore_value hook, the launch, the restoring hook. What the runs
+    leave in the launch's tensors stays, as it does there: an output the kernel accumulates into
+    (atomics) and the autotuner does not reset (reset_to_zero) holds a second result."""
+    if config.pre_hook:
+        config.pre_hook(full)
+    self.pre_hook(full)
+    try:
+        self.fn.run(*args, **kwargs, **config.all_kwargs())
+    except Exception as exc:
+        self.post_hook(full, exception=exc)
+        raise
+    self.post_hook(full, exception=None)
+
+
 def _run_one(self, *args, **kwargs):
     """Autotuner.run, with the configuration chosen by the example instead of by timing."""
     self.nargs = dict(zip(self.arg_names, args))
@@ -56,11 +76,13 @@ def _run_one(self, *args, **kwargs):
         config = configs[index]
         self.best_config = config
         full = {**self.nargs, **kwargs, **config.all_kwargs()}
+        if len(configs) > 1:   # Triton times them at a key's first launch, on the launch's own tensors
+            _timing_run(self, config, full, args, kwargs)
         self.pre_hook(full, reset_only=True)      # reset_to_zero, as before a first launch's run
         if config.pre_hook is not None:
             config.pre_hook(full)
         name = getattr(self.base_fn, "__name__", None) or getattr(self.fn, "__name__", "kernel")
-        _LAUNCHED.append(Launched(name, index, len(configs), str(config)))
+        _LAUNCHED.append(Launched(name, index, len(configs), str(config), timed=len(configs) > 1))
         return self.fn.run(*args, **kwargs, **config.all_kwargs())
     finally:
         self.nargs = None

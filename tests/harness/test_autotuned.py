@@ -128,6 +128,31 @@ def test_reset_to_zero_runs_before_the_launch():
 
 
 @on_the_interpreter
+@pytest.mark.parametrize("reset", [True, False])
+def test_an_accumulation_the_autotuner_does_not_reset_fails_after_its_timing_run(reset):
+    """The launcher zeroes the output and the kernel adds into it: Triton's timing runs at a key's
+    first launch add too, and only reset_to_zero clears what they left."""
+    kernel = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (16, 64)], key=["n"],
+                             reset_to_zero=["y_ptr"] if reset else None)(_sum_kernel)
+
+    def launch(args, outs):
+        x = args["x"]
+        outs["y"].zero_()
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, outs["y"], x.numel())
+    case = Case(name="autotuned_sum_zeroed", family="autotuned", dtypes=("fp32",),
+                inputs=lambda dtype, most: S.row_inputs(dtype, most, tile=16, max_rows=1, allowed=("normal",)),
+                make=lambda spec, device: {"x": S.row_tensor(spec, device).contiguous()},
+                outputs=lambda args: {"y": ((1,), args["x"].dtype)},
+                launch=launch, nondeterministic=True,
+                oracle=portcheck.oracle_from_torch(lambda x: x.sum().reshape(1), "y"),
+                tolerance=lambda args, refs, dtype: {"y": T.row_reduction(args["x"].reshape(1, -1), dtype)})
+    result = _check(case, examples=3)
+    assert result.verdict == ("pass" if reset else "fail"), result.message
+    if not reset:
+        assert result.message.startswith("autotune config ") and ", after a timing run): y: " in result.message
+
+
+@on_the_interpreter
 def test_the_index_is_the_specs_key_or_a_hash_of_the_spec():
     spec = {"dtype": "fp32", "rows": 1, "cols": 7, "seed": 3}
     assert autotuned.spec_index({**spec, autotuned.KEY: 4}) == 4
