@@ -786,6 +786,8 @@ def _print_result(target: str, local_arch: str, r) -> None:
         extra = " bitwise"   # an exact output (codes, integers) differs: its ULPs would be another output's
     print(f"{target}/{local_arch}{forced} {r.case:<24} {r.dtype:<8} {r.verdict:<6}{extra}"
           f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
+    if r.verdict == "pass" and r.message:   # a check that did not run as it does elsewhere
+        print(f"    note: {r.message}", flush=True)
     for rank, cause in enumerate(r.diagnosis[:3], start=1):   # the evidence of the first
         print(f"    likely cause {rank}: {cause['cause']}"
               + (f" ({cause['evidence']})" if rank == 1 and cause["evidence"] else ""), flush=True)
