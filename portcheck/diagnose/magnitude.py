@@ -63,10 +63,7 @@ def _dot_note(arch_name: str) -> str:
     arch = INTERPRETER if arch_name.endswith("interpreter") else ARCHS.get(arch_name)
     if arch is None:
         return "tl.dot's default input_precision is tf32 on NVIDIA: pass input_precision=\"ieee\""
-    if arch.is_interpreter:
-        return ("the interpreter's tl.dot is ieee whatever input_precision says, so the kernel rounds "
-                "to tf32 itself")
-    if arch.dot_default == "tf32":
+    if arch.dot_default == "tf32":   # the interpreter's too: its numerics layer rounds to tf32 as NVIDIA does
         return f"tl.dot's default input_precision on {arch.name} is tf32: pass input_precision=\"ieee\""
     return (f"tl.dot's default on {arch.name} is {arch.dot_default}: the kernel asks for tf32 "
             "(input_precision=\"tf32\")")

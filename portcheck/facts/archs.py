@@ -160,11 +160,12 @@ DEFAULT_ARCHS = tuple(ARCHS)
 INTERPRETER_NAME = "interpreter"
 # What kernels run on under TRITON_INTERPRET: not in ARCHS, since nothing cross-compiles for it.
 # Launchers pick its own small configurations ("interpreter": its cost is per program, not per
-# element); numpy decodes every fp8 format exactly and multiplies fp32 as ieee whatever
-# input_precision asks; it has no shared-memory limit, no peak figures and no matrix unit.
+# element); numpy decodes every fp8 format exactly; an fp32 dot takes Triton's interpreter's
+# precisions, tf32 by default as on NVIDIA (portcheck's numerics layer rounds its operands to
+# tf32, targets/interpreter_numerics.py); no shared-memory limit, no peak figures, no matrix unit.
 INTERPRETER = Arch(INTERPRETER_NAME, "cpu", "interpreter", None, "CPU (Triton interpreter)", 32, 1024,
                    0, 0, 0, ("fp8e4nv", "fp8e5", "fp8e4b8", "fp8e5b16"),
-                   ("fp8e4nv", "fp8e5", "fp8e4b8", "fp8e5b16"), ("ieee",), "ieee", "none",
+                   ("fp8e4nv", "fp8e5", "fp8e4b8", "fp8e5b16"), ("tf32", "tf32x3", "ieee"), "tf32", "none",
                    "interpreter", 0.0, {}, "")
 
 

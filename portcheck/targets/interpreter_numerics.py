@@ -42,11 +42,13 @@ What the layer does, and why it models the GPU:
     accumulation bound K * u_fp32 * sum|a||b| that portcheck's dot tolerances already carry.
     So the interpreter is never less accurate than the GPU here, and a tolerance failure on it
     is the kernel's.
-  - fp32 dots with input_precision="tf32" are NOT rounded to tf32: Triton's tl.dot documents
-    that tf32 operands may be truncated rather than rounded, so no single operand rounding is
-    "the GPU's"; the interpreter cannot tell an explicit "tf32" from its own default (tf32,
-    NVIDIA's default, where AMD's is ieee); and portcheck's tf32 tolerances bound both. fp32
-    dots stay exact-ish (numpy fp32), as before.
+  - An fp32 `tl.dot` at input_precision "tf32", Triton's default on NVIDIA (the interpreter's
+    default too; it cannot tell an explicit "tf32" from it), rounds both operands to tf32 (10
+    fraction bits, to nearest even, as Triton's own TMA path rounds them), forms exact products
+    and sums them in float64, with one rounding to fp32: a kernel whose fp32 tolerance leaves no
+    room for tf32 operands failed on an NVIDIA GPU and passed here. Matrix units may truncate the
+    operands instead (tl.dot's documentation allows it), an error at most twice this model's;
+    portcheck's own tf32 tolerances bound both. "tf32x3" and "ieee" stay fp32 (numpy's).
   - `tl.argmax` / `tl.argmin` with tie_break_left=False return the last of equal elements: each
     combine keeps its second operand on a tie, so a GPU's reduction ends on a later index, where
     Triton 3.9's interpreter returns the first (and 3.6's, combining in Python, the last).
@@ -276,6 +278,7 @@ def _replacements(interp):
     apply_reduce = reduce_ops.apply_impl
     run = interp.InterpretedFunction.run
     RTZ = interp._ir.ROUNDING_MODE.RTZ
+    TF32 = interp._ir.INPUT_PRECISION.TF32
     fast_max = getattr(tl.standard, "_argmax_combine_tie_break_fast", None)
     fast_min = getattr(tl.standard, "_argmin_combine_tie_break_fast", None)
 
@@ -320,10 +323,12 @@ def _replacements(interp):
         return TensorHandle(encode(prod + _values(z), z.dtype.scalar), z.dtype.scalar)
 
     def new_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        if not (_fmt(a.dtype) or _fmt(b.dtype)):
+        tf32 = input_precision == TF32 and a.dtype.scalar == tl.float32 and b.dtype.scalar == tl.float32
+        if not (_fmt(a.dtype) or _fmt(b.dtype) or tf32):
             return dot(self, a, b, d, input_precision, max_num_imprecise_acc)
         # exact products, float64 sums, the accumulator added, one rounding (module docstring)
-        acc = np.matmul(_values(a).astype(np.float64), _values(b).astype(np.float64)) + _values(d)
+        a_values, b_values = ((round_to_tf32(a.data), round_to_tf32(b.data)) if tf32 else (_values(a), _values(b)))
+        acc = np.matmul(a_values.astype(np.float64), b_values.astype(np.float64)) + _values(d)
         out = d.dtype.scalar
         data = encode(acc, out) if _fmt(out) else acc.astype(interp._get_np_dtype(out))
         return TensorHandle(data, out)
@@ -405,6 +410,14 @@ def _replacements(interp):
     return (new_cast_impl, new_fp_to_fp, new_binary_op, new_unary_op, new_fma, new_dot,
             new_sum, new_min_max, new_apply_impl, new_implicit_cvt, new_run, new_patch_lang_tensor,
             new_patch_lang_core)
+
+
+def round_to_tf32(data) -> np.ndarray:
+    """fp32 values rounded to tf32 (10 fraction bits), to nearest even; inf and NaN as they are."""
+    bits = np.asarray(data, dtype=np.float32).view(np.uint32)
+    special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    rounded = (bits + ((bits >> np.uint32(13)) & np.uint32(1)) + np.uint32(0xFFF)) & np.uint32(0xFFFFE000)
+    return np.where(special, bits, rounded).view(np.float32)
 
 
 def _last(index_op):

@@ -60,7 +60,8 @@ def test_sm_120_shares_sm_89s_configurations():
 
 def test_the_interpreter_row_is_not_a_compile_target():
     assert INTERPRETER.name not in ARCHS and INTERPRETER.is_interpreter
-    assert INTERPRETER.fp32_dot_precision() == "ieee" and INTERPRETER.fp8_storage() == "fp8e4nv"
+    # tf32 as Triton's interpreter defaults to and portcheck's numerics layer rounds it (as NVIDIA's)
+    assert INTERPRETER.fp32_dot_precision() == "tf32" and INTERPRETER.fp8_storage() == "fp8e4nv"
 
 
 def test_unknown_arch_lists_known():

@@ -211,6 +211,29 @@ def test_an_fp16_sum_rounds_at_every_tree_level_as_a_gpu_does_not_once():
 
 
 @triton.jit
+def fp32_dot_kernel(a_ptr, b_ptr, c_ptr, PRECISION: tl.constexpr):
+    i = tl.arange(0, 16)
+    a = tl.load(a_ptr + i[:, None] * 16 + i[None, :])
+    b = tl.load(b_ptr + i[:, None] * 16 + i[None, :])
+    if PRECISION == "default":
+        c = tl.dot(a, b)
+    else:
+        c = tl.dot(a, b, input_precision=PRECISION)
+    tl.store(c_ptr + i[:, None] * 16 + i[None, :], c)
+
+
+@pytest.mark.parametrize("precision", ["default", "tf32", "ieee", "tf32x3"])
+def test_an_fp32_dot_at_tf32_rounds_its_operands_to_tf32(precision):
+    a = torch.full((16, 16), 1 + 2.0 ** -12)   # 1 + 2^-12: not a tf32 value (ties to 1.0)
+    b = torch.eye(16) * (1 + 2.0 ** -10)       # a tf32 value
+    c = torch.empty(16, 16)
+    fp32_dot_kernel[(1,)](a, b, c, PRECISION=precision)
+    tf32 = precision in ("default", "tf32")
+    want = (1.0 if tf32 else 1 + 2.0 ** -12) * (1 + 2.0 ** -10)
+    assert torch.equal(c, torch.full((16, 16), want, dtype=torch.float64).float())
+
+
+@triton.jit
 def argmax_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + tl.arange(0, BLOCK))
     tl.store(out_ptr, tl.argmax(x, 0, tie_break_left=True))

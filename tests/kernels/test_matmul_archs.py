@@ -11,9 +11,9 @@ from portcheck.kernels.matmul import launcher as mm_launcher
 ALL = sorted(ARCHS)
 
 
-def test_interpreter_takes_every_fp8_format_and_ieee():
+def test_interpreter_takes_every_fp8_format_and_tf32():
     assert set(INTERPRETER.fp8_native) == set(mm.FP8_DTYPES)
-    assert dot_fp32_precision(INTERPRETER) == "ieee"
+    assert dot_fp32_precision(INTERPRETER) == "tf32"
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -36,6 +36,12 @@ def on_arch(monkeypatch):
     return use
 
 
+def tf32(x: torch.Tensor) -> torch.Tensor:
+    """fp32 operands as a tf32 dot takes them (rounded to 10 fraction bits)."""
+    from portcheck.targets.interpreter_numerics import round_to_tf32
+    return torch.from_numpy(round_to_tf32(x.contiguous().numpy())).reshape(x.shape)
+
+
 def fp8(shape, dtype=torch.float8_e4m3fn):
     return torch.randn(*shape).to(dtype)
 
@@ -237,11 +243,11 @@ def test_the_autotuned_launch_relays_only_past_the_narrow_tiles(monkeypatch):
 
 @needs_interpreter
 def test_relaid_operands_give_the_product(monkeypatch):
-    monkeypatch.setattr(mm_launcher, "current_arch", lambda: ARCHS["sm_90a"])   # the interpreter ignores tf32
+    monkeypatch.setattr(mm_launcher, "current_arch", lambda: ARCHS["sm_90a"])
     a, b = torch.randn(33, 20).t(), torch.randn(33, 17)           # [20, 33] M-major, [33, 17]
     c = mm.matmul(a, b, config=mm.Config(64, 16, 16, 1, 4, 1))
-    ref = matmul_ref(a.double(), b.double())
-    # fp32 products summed over K = 33: each term within 2^-24 relative, K terms of |a||b|
+    ref = matmul_ref(tf32(a).double(), tf32(b).double())         # sm_90a's fp32 dot is tf32
+    # exact tf32 products summed over K = 33 in fp32: each term within 2^-24 relative
     bound = 33 * 2.0 ** -24 * (a.double().abs() @ b.double().abs())
     assert ((c.double() - ref).abs() <= bound).all()
 
@@ -279,7 +285,8 @@ def test_split_k_is_exact_to_the_order_deterministic_and_re_arms_its_counters(dt
             if dtype == torch.int8:
                 assert torch.equal(first, int_matmul(a, b))
             else:
-                torch.testing.assert_close(first.double(), matmul_ref(a.double(), b.double()),
+                # the interpreter's fp32 dot is tf32, as NVIDIA's: exact products of tf32 operands
+                torch.testing.assert_close(first.double(), matmul_ref(tf32(a).double(), tf32(b).double()),
                                            rtol=k * 2.0 ** -23, atol=k * 2.0 ** -23)
     assert all(not locks.any() for locks in _launch._COUNTERS.values())
 

@@ -11,9 +11,10 @@ for tests/harness/test_diagnose.py: each bug must be diagnosed with its cause ra
   diag_exp_overflow    exp through ex2 of x log2(e), as tl.exp lowers on NVIDIA, near overflow
   diag_one_pass_var    a LayerNorm whose variance is E[x^2] - E[x]^2, in one pass
 
-Two bugs are emulated, because the interpreter computes them exactly: its tl.dot ignores
-input_precision (tf32 is never rounded), so the tf32 kernel truncates its inputs to tf32 itself
-(Triton documents that tf32 operands may be truncated); its tl.exp is numpy's, so the exp kernel
+Two bugs are emulated, so that they are the same on every target: the tf32 kernel truncates its
+inputs to tf32 itself (Triton documents that tf32 operands may be truncated; portcheck's
+interpreter rounds them to nearest instead) and dots them at ieee; the interpreter's tl.exp is
+numpy's, so the exp kernel
 spells out what tl.exp is on an NVIDIA GPU, ex2(x * log2 e), whose argument rounding is the error.
 On a GPU both kernels are the real bug.
 
