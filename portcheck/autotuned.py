@@ -12,6 +12,9 @@ run as its timing makes it where the pruning leaves more than one (what timing r
 tensors, an accumulation no reset_to_zero undoes, stays for the launch, as it does there). The index
 is the spec's KEY when it has one, else a hash of the spec, so a replay launches the same
 configuration; runner.check then runs each index no example reached on its largest passing input.
+Under the spec's CACHED ({kernel: index among all its configurations}) the kernel launches that
+configuration whatever its pruning says, as Triton's cache hands a key's choice to every later
+launch with the key (runner.check's autotune_cache: inputs that share a key, pruned differently).
 """
 from __future__ import annotations
 
@@ -21,8 +24,10 @@ import zlib
 from dataclasses import dataclass
 
 KEY = "autotune"     # the spec key of an explicitly chosen configuration index
+CACHED = "autotune_cached"   # the spec key of a configuration Triton's cache hands over:
+                             # {kernel name: its index among all the kernel's configurations}
 
-_INDEX: list = []    # the index of the example being evaluated, innermost last (as facts.device)
+_INDEX: list = []    # (index, CACHED mapping) of the example being evaluated, innermost last
 _LAUNCHED: list = []  # the autotuned launches of the outermost choosing() block, in order
 
 
@@ -33,8 +38,16 @@ class Launched:
     count: int       # how many its pruning left
     config: str      # the configuration, as Triton prints it
     timed: bool = False   # a timing run of it came first, as Triton's at a key's first launch
+    key: tuple = ()       # Triton's cache key of the launch (the key arguments, the tensors' dtypes)
+    pruned: tuple = ()    # the configurations the pruning left, as indices among all of them
+    cached: bool = False  # the configuration came from another input's key (CACHED), not the pruning
 
     def describe(self) -> str:
+        if self.cached:
+            return (f"autotune config {self.index + 1} of {self.count} of {self.kernel} ({self.config}), "
+                    f"which Triton's cache hands every launch with key {self.key} once another input with "
+                    "that key chose it; this input's pruning leaves it out: the key misses an argument "
+                    "the configurations depend on")
         return (f"autotune config {self.index + 1} of {self.count} of {self.kernel} ({self.config}"
                 f"{', after a timing run' if self.timed else ''})")
 
@@ -67,22 +80,40 @@ def _timing_run(self, config, full: dict, args: tuple, kwargs: dict) -> None:
     self.post_hook(full, exception=None)
 
 
+def _cache_key(self, kwargs: dict) -> tuple:
+    """Triton's Autotuner.run key: the key arguments' values, then the dtypes of the tensors."""
+    given = {k: v for k, v in {**self.nargs, **kwargs}.items() if k in self.arg_names}
+    return tuple([given[k] for k in self.keys if k in given]
+                 + [str(v.dtype) for v in given.values() if hasattr(v, "dtype")])
+
+
 def _run_one(self, *args, **kwargs):
-    """Autotuner.run, with the configuration chosen by the example instead of by timing."""
+    """Autotuner.run, with the configuration chosen by the example instead of by timing (or, under
+    CACHED, the one Triton's cache would hand over, whatever this launch's pruning says)."""
     self.nargs = dict(zip(self.arg_names, args))
     try:
+        name = getattr(self.base_fn, "__name__", None) or getattr(self.fn, "__name__", "kernel")
+        every = list(self.configs)
         configs = self.prune_configs(kwargs) if len(self.configs) > 1 else self.configs
-        index = _INDEX[-1] % len(configs)
-        config = configs[index]
+        pruned = tuple(i for i, c in enumerate(every) if any(c is p for p in configs))
+        handed = _INDEX[-1][1].get(name)
+        cached = handed is not None and 0 <= handed < len(every)
+        if cached:
+            index, count, config = handed, len(every), every[handed]
+        else:
+            index, count = _INDEX[-1][0] % len(configs), len(configs)
+            config = configs[index]
         self.best_config = config
         full = {**self.nargs, **kwargs, **config.all_kwargs()}
-        if len(configs) > 1:   # Triton times them at a key's first launch, on the launch's own tensors
+        timed = len(configs) > 1 and not cached   # a cached key is not timed again
+        if timed:   # Triton times them at a key's first launch, on the launch's own tensors
             _timing_run(self, config, full, args, kwargs)
-        self.pre_hook(full, reset_only=True)      # reset_to_zero, as before a first launch's run
+        if not cached:
+            self.pre_hook(full, reset_only=True)      # reset_to_zero, as before a first launch's run
         if config.pre_hook is not None:
             config.pre_hook(full)
-        name = getattr(self.base_fn, "__name__", None) or getattr(self.fn, "__name__", "kernel")
-        _LAUNCHED.append(Launched(name, index, len(configs), str(config), timed=len(configs) > 1))
+        _LAUNCHED.append(Launched(name, index, count, str(config), timed=timed, key=_cache_key(self, kwargs),
+                                  pruned=pruned, cached=cached))
         return self.fn.run(*args, **kwargs, **config.all_kwargs())
     finally:
         self.nargs = None
@@ -96,7 +127,7 @@ def choosing(spec: dict):
     if outermost:
         _LAUNCHED.clear()
     saved = Autotuner.__dict__["run"]
-    _INDEX.append(spec_index(spec))
+    _INDEX.append((spec_index(spec), dict(spec.get(CACHED) or {})))
     Autotuner.run = _run_one
     try:
         yield

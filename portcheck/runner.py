@@ -281,18 +281,24 @@ def strided_columns(args: dict, name: str, in_place=()) -> dict:
     return {**args, name: wide}
 
 
-HARNESS_KEYS = (autotuned.KEY, forcing.CONFIG_KEY, COLUMNS_KEY)   # what the harness adds to a case's specs
+HARNESS_KEYS = (autotuned.KEY, autotuned.CACHED, forcing.CONFIG_KEY, COLUMNS_KEY)   # what the harness adds to a case's specs
 
 
 def harness_keys(spec: dict, own: set, where: str) -> dict:
     """spec without the keys that the harness, not the case's strategy (whose keys are `own`),
-    put there: an autotune configuration no example reached, --as-arch's drawn configuration, the
-    strided input. Their values are checked: a UsageError names a wrong one."""
+    put there: an autotune configuration no example reached or another input's key chose,
+    --as-arch's drawn configuration, the strided input. Their values are checked: a UsageError names a wrong one."""
     added = {k: spec[k] for k in HARNESS_KEYS if k in spec and k not in own}
     for key, value in added.items():
         if key == COLUMNS_KEY:
             if not isinstance(value, str) or not value:
                 raise UsageError(f"{where}: '{key}' must name a tensor argument, got {value!r}")
+        elif key == autotuned.CACHED:
+            if not isinstance(value, dict) or not all(
+                    isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                    for k, v in value.items()):
+                raise UsageError(f"{where}: '{key}' must map kernel names to configuration indices, "
+                                 f"0 or more, got {value!r}")
         elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise UsageError(f"{where}: '{key}' must be a configuration index, 0 or more, got {value!r}")
     return {k: v for k, v in spec.items() if k not in added}
@@ -341,6 +347,7 @@ def refused(exc: BaseException) -> bool:
 # the regimes the search left out run on its largest passing input within this many elements:
 # every shape that shows a regime's bug has rows of a few dozen elements, and the interpreter's
 # longest rows take seconds an example
+CACHE_RUNS = 4   # inputs a check runs with a configuration another input's key chose (autotune_cache)
 REGIME_ELEMENTS = 4096
 ROW_KEYS = ("rows", "tokens")   # the spec keys that name the row count of a laid-out tensor
 FAR_HEADROOM = 2                # free device memory needed: this many times the far tensor's bytes
@@ -614,6 +621,7 @@ class _Search:
     autotune_count: int = 0           # the most configurations an autotuned launch chose among
     autotune_run: set = field(default_factory=set)  # the configuration indices that ran
     failing_autotune: list = field(default_factory=list)  # the failing input's autotuned launches
+    autotuned: list = field(default_factory=list)   # (passing search example, its autotuned launches)
     not_here: list = field(default_factory=list)    # --as-arch: why examples could not run locally
     regimes_run: set = field(default_factory=set)   # value regimes the search ran on rows of 2+ elements
     regime_base: dict | None = None   # the largest such passing input within REGIME_ELEMENTS
@@ -788,6 +796,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         if hypothesis.currently_in_test_context():   # the search's own inputs, not the ones added after it
             if search.largest is None or spec_size(example) > spec_size(search.largest):
                 search.largest = example
+            if autotuned.launched():
+                search.autotuned.append((example, autotuned.launched()))
             if "regime" in example and spec_size(example) > max(example.get(k, 1) for k in ROW_KEYS):
                 search.regimes_run.add(example["regime"])
                 if spec_size(example) <= REGIME_ELEMENTS and (
@@ -802,6 +812,26 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         search.many_rows = many_rows_example(search.far_base,
                                              facts_device.compute_units(TARGETS[target_name].device))
         prop(search.many_rows)
+
+    def autotune_cache():
+        """Triton's autotuner keeps one configuration per key (the key arguments, the tensors'
+        dtypes), chosen at the key's first launch among those the pruning left for that launch's
+        arguments, and hands it to every later launch with the key. Where two passing inputs share
+        a key and their pruning differs, the later one runs with each configuration only the
+        other's pruning kept (at most CACHE_RUNS a check): a key that misses an argument the
+        pruning reads (a BLOCK that must divide the row length) fails so."""
+        seen: dict = {}   # (kernel, key) -> [(example, its launch)]
+        for example, runs in search.autotuned:
+            for run in runs:
+                seen.setdefault((run.kernel, repr(run.key)), []).append((example, run))
+        tried = set()
+        for (kernel, key), sharing in seen.items():
+            for _, first in sharing:
+                for later, run in sharing:
+                    for index in (i for i in first.pruned if i not in run.pruned):
+                        if (kernel, key, index) not in tried and len(tried) < CACHE_RUNS:
+                            tried.add((kernel, key, index))
+                            prop({**later, autotuned.CACHED: {kernel: index}})
 
     def regimes():
         """More inputs, one per value regime the case's strategy can draw (S.noting_regimes) that
@@ -940,6 +970,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                     for index in range(search.autotune_count):
                         if index not in search.autotune_run:
                             prop({**search.largest, autotuned.KEY: index})
+                    autotune_cache()
                     if not forced:
                         regimes()
                         strided()

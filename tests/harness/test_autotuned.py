@@ -2,6 +2,7 @@
 example, chosen by the example and never timed, every configuration on some example, and a
 failure that names its configuration and replays it. On the interpreter, where Triton's own
 autotuner cannot time at all."""
+import dataclasses
 import os
 
 import hypothesis
@@ -150,6 +151,38 @@ def test_an_accumulation_the_autotuner_does_not_reset_fails_after_its_timing_run
     assert result.verdict == ("pass" if reset else "fail"), result.message
     if not reset:
         assert result.message.startswith("autotune config ") and ", after a timing run): y: " in result.message
+
+
+@triton.jit
+def _unmasked_scale_kernel(x_ptr, y_ptr, n, one, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs) * 2)   # no mask: the pruning keeps BLOCKs dividing n
+
+
+def _divisors(configs, named_args, **kwargs):
+    return [c for c in configs if named_args["n"] % c.kwargs["BLOCK"] == 0]
+
+
+@on_the_interpreter
+@pytest.mark.parametrize("key", ["n", "one"])
+def test_a_key_that_misses_an_argument_the_pruning_reads_fails_as_the_cache_would_make_it(key):
+    kernel = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (1, 2, 4, 8, 16)], key=[key],
+                             prune_configs_by={"early_config_prune": _divisors})(_unmasked_scale_kernel)
+
+    def launch(args, outs):
+        x = args["x"]
+        kernel[lambda meta: (x.numel() // meta["BLOCK"],)](x, outs["y"], x.numel(), 1)
+    result = _check(dataclasses.replace(_case(_autotuned()), name="autotuned_keyed", launch=launch), examples=8)
+    if key == "n":
+        assert result.verdict == "pass", result.message
+    else:   # every input shares the key (1, dtypes): one input's choice reaches another input's length
+        assert result.verdict == "fail", result.message
+        assert "which Triton's cache hands every launch with key (1, " in result.message
+        assert "the key misses an argument the configurations depend on" in result.message
+        assert autotuned.CACHED in result.failing_input
+        again = _check(dataclasses.replace(_case(_autotuned()), name="autotuned_keyed", launch=launch),
+                       spec=result.failing_input)
+        assert again.verdict == "fail" and again.message == result.message
 
 
 @on_the_interpreter
