@@ -163,7 +163,7 @@ def _hints_checked(target_name: str):
     return checking()
 
 
-UNWATCHED = "memory watch"   # the passing comparison that says a launch went unwatched
+NOTE = "note"   # a passing comparison that says something of the launch (a launch left unwatched)
 
 
 def _memory_watch(target_name: str, launch: int, checks: Checks, bands: list):
@@ -181,26 +181,28 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
                 input_bands: list, clock: PhaseClock = NO_CLOCK) -> tuple[list[dict], list[str], int, list[str]]:
     """Every launch's outputs, the guard violations seen, how many tensors the launcher
     allocated itself (torch.empty and kin, poisoned: guards.poisoned_allocations), and why the
-    memory watch left launches unwatched."""
+    notes on the launches (why the memory watch left one unwatched, a contiguity hint broken)."""
     device = TARGETS[target_name].device
     in_place = {n: args[n].clone() for n in case.in_place if not input_bands and n in args}
-    runs, violations, allocated, unwatched = [], [], 0, []
+    runs, violations, allocated, notes = [], [], 0, []
     for launch in range(checks.launches):
         with clock.timing("launches"):
             outs, bands = _outputs(case, args, device, checks.guards)
             try:
                 with _program_order(target_name, spec, launch), guards.poisoned_allocations() as allocations, \
                         _memory_watch(target_name, launch, checks, [*bands, *input_bands]) as watch, \
-                        _grid_limits(target_name), _hints_checked(target_name) as false_hints:
+                        _grid_limits(target_name), _hints_checked(target_name) as hints:
                     case.launch(args, outs)
             except GridTooLarge as exc:   # the interpreter refused the grid before its first program
                 violations.append(f"{GRID_HINT}{exc}; the launch did not run")
             synchronize(target_name)
             allocated += allocations.allocated
-            violations += [h for h in false_hints or () if h not in violations]
+            if hints is not None:
+                violations += [h for h in hints.broken if h not in violations]
+                notes += hints.notes
             if watch is not None:
                 violations += [f for f in watch.findings if f not in violations]
-                unwatched += watch.unwatched
+                notes += [f"the memory watch left a launch unwatched: {why}" for why in watch.unwatched]
         runs.append(outs)
         with clock.timing("compare"):
             for band in [*bands, *input_bands]:
@@ -211,7 +213,7 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
                     band.raw.copy_(band.snapshot)
             for n, before in in_place.items():
                 args[n].copy_(before)
-    return runs, violations, allocated, unwatched
+    return runs, violations, allocated, notes
 
 
 def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
@@ -496,7 +498,7 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
               keep: dict | None, checks: Checks, explain: bool, clock: PhaseClock) -> list[Comparison]:
     with clock.timing("inputs"):
         args, input_bands = _inputs(case, TARGETS[target_name].device, spec, checks)
-    runs, violations, allocated, unwatched = _launch_all(case, target_name, spec, args, checks, input_bands, clock)
+    runs, violations, allocated, notes = _launch_all(case, target_name, spec, args, checks, input_bands, clock)
     outs = runs[0]
     if keep is not None:
         keep.update(outs)
@@ -507,8 +509,7 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
         tols = case.tolerance(args64, refs, spec["dtype"])
         comps = [Comparison("guards", False, 0, worst_ratio=float("inf"), message=v) for v in violations]
         # a note, not a finding: the record says which checks did not run
-        comps += [Comparison(UNWATCHED, True, 0, message=f"the memory watch left a launch unwatched: {why}")
-                  for why in dict.fromkeys(unwatched)]
+        comps += [Comparison(NOTE, True, 0, message=note) for note in dict.fromkeys(notes)]
         for name, ref in refs.items():
             tol = tols[name]
             if tol_factor != 1.0 and not tol.exact:
@@ -614,7 +615,7 @@ class _Search:
     far_base: dict | None = None      # the passing row-layout input to re-lay out (far_rows_rank)
     far_note: str = ""                # why the far example did not run
     columns_notes: list = field(default_factory=list)   # strided inputs read as if contiguous, unclaimed
-    unwatched: dict = field(default_factory=dict)   # why the memory watch left launches unwatched: how many
+    launch_notes: dict = field(default_factory=dict)   # the launches' notes (NOTE comparisons): how many examples
     many_rows: dict | None = None     # the many-rows input, once it has run (or is running)
     configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
     largest: dict | None = None       # the largest passing input the search drew (spec_size)
@@ -648,13 +649,13 @@ class _Search:
             self.tolerance = {c.name: c.tolerance for c in comps if c.tolerance}
         _fold_metrics(self.metrics, comps)
         for c in comps:
-            if c.name == UNWATCHED:
-                self.unwatched[c.message] = self.unwatched.get(c.message, 0) + 1
+            if c.name == NOTE:
+                self.launch_notes[c.message] = self.launch_notes.get(c.message, 0) + 1
 
     def notes(self) -> list[str]:
         """What a passing record says of checks that did not run as they do elsewhere."""
-        return [*self.columns_notes, *(f"{why} ({n} example{'s' * (n > 1)} of {self.examples})"
-                                       for why, n in self.unwatched.items())]
+        return [*self.columns_notes, *(f"{note} ({n} example{'s' * (n > 1)} of {self.examples})"
+                                       for note, n in self.launch_notes.items())]
 
 
 _NO_METRICS = Comparison("", True, 0).metrics()   # every metric a comparison reports, at 0

@@ -3,7 +3,11 @@ held against the values they describe. A GPU compiler trusts them: a false `mult
 offset makes it emit aligned vector loads at an address that is not aligned (wrong values, or a
 misaligned-address fault), a false `max_contiguous` makes it load a vector where the lanes want
 scattered elements. Triton's interpreter stores them and ignores them, so such a kernel passed
-every check on the CPU. `checking()` notes every hint whose values break it.
+every check on the CPU. `checking()` notes every hint whose values break it: a false
+`multiple_of` is a finding; a broken `max_contiguous` or `max_constancy` only a note, since it is
+harmless where the hinted dimension is not the one the accesses step along, and Triton's own
+matmul tutorial breaks one so (`(pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M`, then
+`tl.max_contiguous(..., BLOCK_M)`: the last tile wraps when BLOCK_M does not divide M).
 
 What each claim means is Triton's axis analysis's (per dimension d, with value d of the list):
   - contiguity C: each group of C elements along d, from an index that is a multiple of C, steps
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -65,14 +70,20 @@ def _where(skip: tuple[str, ...]) -> str:
     return "?"
 
 
+@dataclass
+class Hints:
+    """What `checking` found: one message per hint a program broke, the first program's."""
+    broken: list[str] = field(default_factory=list)   # false multiple_of: findings
+    notes: list[str] = field(default_factory=list)    # broken max_contiguous / max_constancy
+
+
 @contextlib.contextmanager
 def checking():
-    """Inside, every hint a kernel gives on the interpreter is held against its values; the list
-    it yields holds one message per hint found false (the first program that breaks it)."""
+    """Inside, every hint a kernel gives on the interpreter is held against its values."""
     import triton
     from triton.runtime import interpreter
     skip = (str(Path(triton.__file__).resolve().parent), _HERE)
-    found: list[str] = []
+    found = Hints()
     seen: set[str] = set()
     handle = interpreter.TensorHandle
     original = handle.set_attr
@@ -83,10 +94,14 @@ def checking():
             where = _where(skip)
             if why and where not in seen:
                 seen.add(where)
-                found.append(f"false hint: {CLAIMS[key]}(..., {list(value) if len(value) > 1 else value[0]}) "
-                             f"at {where} in program {tuple(builder().grid_idx)}: {why}; a GPU compiler "
-                             "trusts it (aligned or vector accesses where the values are not): drop it "
-                             "or make it true")
+                hint = (f"{CLAIMS[key]}(..., {list(value) if len(value) > 1 else value[0]}) at {where} in "
+                        f"program {tuple(builder().grid_idx)}: {why}")
+                if key == "tt.divisibility":
+                    found.broken.append(f"false hint: {hint}; a GPU compiler trusts it (aligned vector "
+                                        "accesses at addresses that are not): drop it or make it true")
+                else:
+                    found.notes.append(f"a hint the values break: {hint} (wrong values on a GPU where the "
+                                       "accesses step along that dimension)")
         return original(self, key, value)
 
     handle.set_attr = set_attr

@@ -48,12 +48,28 @@ def test_a_hint_broken_by_one_program_is_named_with_its_line():
     x, y = torch.randn(3 * 17), torch.empty(3)
     with checking() as found:
         row_sum_kernel[(3,)](x, y, 17, 17, BLOCK=32, HINT=True)
-    assert len(found) == 1 and found[0].startswith(
+    assert len(found.broken) == 1 and found.broken[0].startswith(
         "false hint: tl.multiple_of(..., 16) at test_interpreter_hints.py:") and \
-        "in program (1, 0, 0): 17 is not a multiple of 16" in found[0]
+        "in program (1, 0, 0): 17 is not a multiple of 16" in found.broken[0]
     with checking() as found:
         row_sum_kernel[(3,)](torch.randn(3 * 32), y, 32, 17, BLOCK=32, HINT=True)
-    assert found == []
+    assert found.broken == [] and found.notes == []
+
+
+@triton.jit
+def wrapped_rows_kernel(x_ptr, y_ptr, M, BLOCK: tl.constexpr):
+    # Triton's matmul tutorial: rows wrapped with % M, hinted contiguous and aligned
+    rows = tl.max_contiguous(tl.multiple_of((tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)) % M, BLOCK), BLOCK)
+    tl.store(y_ptr + rows, tl.load(x_ptr + rows) * 2)
+
+
+def test_the_tutorials_wrapped_contiguity_is_a_note_not_a_finding():
+    x, y = torch.randn(20), torch.empty(20)
+    with checking() as found:
+        wrapped_rows_kernel[(3,)](x, y, 20, BLOCK=8)
+    assert found.broken == []   # each run starts at a multiple of 8 (16, then 0)
+    assert len(found.notes) == 1 and found.notes[0].startswith("a hint the values break: tl.max_contiguous(..., 8)")
+    assert "in program (2, 0, 0): elements 3 and 4 along dimension 0 hold 19 and 0, in one group of 8" in found.notes[0]
 
 
 def _row_sum_case(hint: bool) -> Case:
