@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# A planted-bug probe written through the public API (probe2.py: 19 bug_* cases, each with an ok_*
-# twin), run on the lent H200's CUDA target; DEST gets probe2.tgz.
+# A planted-bug probe written through the public API (bug_* cases, each with an ok_* twin), run on
+# the lent H200's CUDA target: PROBE=probe2 (the default, this folder's probe2.py) or PROBE=probe3
+# (reports/examples/planted-bugs-3/probe3.py); DEST gets $PROBE.tgz.
 #   run: DEST=$OUT bash reports/examples/memory-watch/run.sh
+#        PROBE=probe3 DEST=$OUT bash reports/examples/memory-watch/run.sh
 set -uo pipefail
 DEST=${DEST:-/tmp}
-OUT=/tmp/probe2
+PROBE=${PROBE:-probe2}
+OUT=/tmp/$PROBE
 . reports/examples/lent_machine.sh
 lent_setup "$OUT" || exit 1
 export XDG_CACHE_HOME=$OUT/cache TRITON_CACHE_DIR=$OUT/triton
-here=$PWD/reports/examples/memory-watch
-(cd "$here" && timeout 420 env PYTHONPATH="$here:$PWD" python3 -m portcheck run --target cuda --cases probe2 \
+case $PROBE in
+  probe2) here=$PWD/reports/examples/memory-watch ;;
+  probe3) here=$PWD/reports/examples/planted-bugs-3 ;;
+  *) echo "PROBE must be probe2 or probe3, got $PROBE" >&2; exit 2 ;;
+esac
+(cd "$here" && timeout 420 env PYTHONPATH="$here:$PWD" python3 -m portcheck run --target cuda --cases "$PROBE" \
   --no-time --out "$OUT/cuda") > "$OUT/cuda.log" 2>&1
-echo "probe2 cuda rc $?" >> "$OUT/summary.txt"
+echo "$PROBE cuda rc $?" >> "$OUT/summary.txt"
 rm -rf "$OUT"/*/.claims-*
-tar -czf "$DEST/probe2.tgz" -C /tmp --exclude=probe2/cache --exclude=probe2/triton probe2
+tar -czf "$DEST/$PROBE.tgz" -C /tmp --exclude="$PROBE/cache" --exclude="$PROBE/triton" "$PROBE"
