@@ -7,15 +7,15 @@
 set -uo pipefail
 DEST=${DEST:-/tmp}
 PROBE=${PROBE:-probe2}
-OUT=/tmp/$PROBE
-. reports/examples/lent_machine.sh
-lent_setup "$OUT" || exit 1
-export XDG_CACHE_HOME=$OUT/cache TRITON_CACHE_DIR=$OUT/triton
 case $PROBE in
   probe2) here=$PWD/reports/examples/memory-watch ;;
   probe3) here=$PWD/reports/examples/planted-bugs-3 ;;
   *) echo "PROBE must be probe2 or probe3, got $PROBE" >&2; exit 2 ;;
 esac
+OUT=/tmp/$PROBE
+. reports/examples/lent_machine.sh
+lent_setup "$OUT" || exit 1
+export XDG_CACHE_HOME=$OUT/cache TRITON_CACHE_DIR=$OUT/triton
 (cd "$here" && timeout 420 env PYTHONPATH="$here:$PWD" python3 -m portcheck run --target cuda --cases "$PROBE" \
   --no-time --out "$OUT/cuda") > "$OUT/cuda.log" 2>&1
 echo "$PROBE cuda rc $?" >> "$OUT/summary.txt"
