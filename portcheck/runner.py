@@ -180,8 +180,8 @@ def _memory_watch(target_name: str, launch: int, checks: Checks, bands: list):
 def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Checks,
                 input_bands: list, clock: PhaseClock = NO_CLOCK) -> tuple[list[dict], list[str], int, list[str]]:
     """Every launch's outputs, the guard violations seen, how many tensors the launcher
-    allocated itself (torch.empty and kin, poisoned: guards.poisoned_allocations), and why the
-    notes on the launches (why the memory watch left one unwatched, a contiguity hint broken)."""
+    allocated itself (torch.empty and kin, poisoned: guards.poisoned_allocations), and the notes
+    on the launches (why the memory watch left one unwatched, a contiguity hint broken)."""
     device = TARGETS[target_name].device
     in_place = {n: args[n].clone() for n in case.in_place if not input_bands and n in args}
     runs, violations, allocated, notes = [], [], 0, []
@@ -508,7 +508,7 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
     with clock.timing("compare"):
         tols = case.tolerance(args64, refs, spec["dtype"])
         comps = [Comparison("guards", False, 0, worst_ratio=float("inf"), message=v) for v in violations]
-        # a note, not a finding: the record says which checks did not run
+        # notes, not findings: a passing record says them
         comps += [Comparison(NOTE, True, 0, message=note) for note in dict.fromkeys(notes)]
         for name, ref in refs.items():
             tol = tols[name]
@@ -1054,7 +1054,8 @@ def _library_dirs() -> tuple[str, ...]:
 
 def _case_code(filename: str) -> bool:
     """Whether a frame's file is a case's own code: not Python's standard library (a package
-    installed beside it is), not a library under the case, not portcheck's harness (its kernels are)."""
+    installed beside it is), not a library under the case, not portcheck's harness (its kernels and
+    oracles are)."""
     if filename.startswith("<") and not filename.startswith("<frozen"):   # compiled from a string
         return True
     path = str(Path(filename).resolve())
@@ -1062,8 +1063,8 @@ def _case_code(filename: str) -> bool:
     stdlib = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
     if path.startswith(stdlib) and "-packages" not in path[len(stdlib):]:
         return False
-    return not path.startswith(_library_dirs()) and (not path.startswith(str(here))
-                                                     or path.startswith(str(here / "kernels")))
+    return not path.startswith(_library_dirs()) and (
+        not path.startswith(str(here)) or path.startswith((str(here / "kernels"), str(here / "oracles"))))
 
 
 def kernel_line(exc: BaseException) -> str:

@@ -19,9 +19,8 @@ _MESSAGES = (
     (("out-of-bounds read",), "a load without its mask: it reads outside its input", EXPLAINED),
     (("out-of-bounds atomic",), "an atomic without its mask (or with the wrong bound): it updates memory "
                                 "past the tensor", REPRODUCED),
-    (("false hint:",), "a compiler hint (tl.multiple_of, tl.max_contiguous, tl.max_constancy) that the "
-                       "values break: true for the shapes it was written for (rows padded to 16?), not "
-                       "for every input", REPRODUCED),
+    (("false hint:",), "a tl.multiple_of hint that the values break: true for the shapes it was written "
+                       "for (rows padded to 16?), not for every input", REPRODUCED),
     (("a grid no GPU launches",), "a launcher that puts a count that grows with the input (rows, tokens, "
                                   "heads) on a grid's second or third axis, 65,535 programs at most there: "
                                   "the first axis takes 2**31 - 1, or each program can loop", REPRODUCED),

@@ -66,7 +66,7 @@ class Watch:
     """What `watching` found: one message per problem, in the order found."""
     regions: list[Region]
     findings: list[str] = field(default_factory=list)
-    unwatched: list[str] = field(default_factory=list)   # why each launch left unwatched was
+    unwatched: list[str] = field(default_factory=list)   # why, for each launch it could not watch
 
     def _name(self, address: int) -> str:
         for r in self.regions:
