@@ -87,7 +87,8 @@ import numpy as np
 
 from ..errors import UsageError
 
-LAYER_VERSION = 2   # 2: integer arguments equal to 1 arrive as the JIT specializes them
+LAYER_VERSION = 3   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
+                    # in a rounded tree, tf32 dot operands rounded, argmax ties without tie_break_left
 DESCRIPTION = f"faithful bf16/fp8 layer v{LAYER_VERSION}"
 TRITON_VERSIONS = ("3.6.0", "3.9.0")   # interpreter.py read and tested for each
 
