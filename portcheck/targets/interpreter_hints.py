@@ -84,7 +84,7 @@ def checking():
     from triton.runtime import interpreter
     skip = (str(Path(triton.__file__).resolve().parent), _HERE)
     found = Hints()
-    seen: set[str] = set()
+    seen: set[tuple] = set()   # (source line, claim): one message each
     handle = interpreter.TensorHandle
     original = handle.set_attr
 
@@ -92,8 +92,8 @@ def checking():
         if key in CLAIMS and isinstance(value, (list, tuple)) and np.issubdtype(np.asarray(self.data).dtype, np.integer):
             why = broken(key, self.data, list(value))
             where = _where(skip)
-            if why and where not in seen:
-                seen.add(where)
+            if why and (where, key) not in seen:
+                seen.add((where, key))
                 hint = (f"{CLAIMS[key]}(..., {list(value) if len(value) > 1 else value[0]}) at {where} in "
                         f"program {tuple(builder().grid_idx)}: {why}")
                 if key == "tt.divisibility":
