@@ -438,3 +438,11 @@ def test_batched_appends_write_every_record_even_when_the_block_fails(tmp_path):
         out.add({"i": 2})
         assert read(path)[-1] == {"i": 2}   # past the interval: written at once
     assert [r["i"] for r in read(path)] == [0, 1, 2]
+
+
+def test_a_passing_cell_with_a_note_is_listed_with_it():
+    note = "x with a strided last dimension (stride 2, a view of every other element): read as if contiguous"
+    md = markdown([runtime("softmax", "fp16", "interpreter", "interpreter", message=note),
+                   runtime("softmax", "bf16", "interpreter", "interpreter")])
+    assert "<summary>Passing cells with notes (1)</summary>" in md
+    assert f"- **softmax fp16 on interpreter/interpreter**: {md_escape(note)}" in md
