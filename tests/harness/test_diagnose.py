@@ -79,7 +79,10 @@ def test_the_search_finds_a_one_pass_variance_in_the_offset_regime():
     from portcheck import strategies as S
     search = hypothesis.settings(max_examples=12, derandomize=True, deadline=None, database=None)
     arch = TARGETS[TARGET].arch()
-    result = check(cases.get("diag_one_pass_var"), TARGET, arch, "fp32", settings=search, max_elements=1 << 12)
+    # seeded: unseeded, a derandomized search draws from a digest of the runner's own source, so any
+    # edit there changes the inputs; on the interpreter seeds 0 to 39 fail it but seed 23
+    result = check(cases.get("diag_one_pass_var"), TARGET, arch, "fp32", settings=search, max_elements=1 << 12,
+                   seed=0)
     assert result.verdict == "fail", result.message
 
     def offset_only(name):
