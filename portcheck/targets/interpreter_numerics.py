@@ -34,7 +34,7 @@ What the layer does, and why it models the GPU:
     A bf16 or fp16 `tl.sum` adds pairwise in a tree and rounds after every level, like a GPU's
     shuffle-tree reduction in that format (the exact order differs, the error growth does not);
     Triton's own fp16 sum is numpy's, which accumulates in fp32 and rounds once, so a kernel that
-    sums fp16 without widening passed here and failed on a GPU.
+    sums fp16 without widening passed here where a GPU rounds every add to fp16.
   - `tl.dot` with a bf16 or fp8 operand widens both operands exactly, forms the products and sums
     in float64, adds the accumulator and rounds once to the accumulator's format. Matrix units
     form exact products and accumulate in fp32 (Hopper's fp8 path in fewer bits, see
@@ -46,7 +46,7 @@ What the layer does, and why it models the GPU:
     default too; it cannot tell an explicit "tf32" from it), rounds both operands to tf32 (10
     fraction bits, to nearest even, as Triton's own TMA path rounds them), forms exact products
     and sums them in float64, with one rounding to fp32: a kernel whose fp32 tolerance leaves no
-    room for tf32 operands failed on an NVIDIA GPU and passed here. Matrix units may truncate the
+    room for tf32 operands passed here, where NVIDIA's default rounds them. Matrix units may truncate the
     operands instead (tl.dot's documentation allows it), an error at most twice this model's;
     portcheck's own tf32 tolerances bound both. "tf32x3" and "ieee" stay fp32 (numpy's).
   - `tl.argmax` / `tl.argmin` with tie_break_left=False return the last of equal elements: each
