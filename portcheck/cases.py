@@ -251,7 +251,8 @@ def select(patterns: list[str] | None) -> list[Case]:
             hits = [c for c in cases if fnmatch.fnmatch(c.name, pat)]
             known = [c.name for c in cases]
         if not hits:
-            raise UsageError(f"no kernel case matches {pat!r}; known: {', '.join(known)} "
+            unloaded = "".join(f"; module {m} does not import: {why}" for m, why in LOAD_ERRORS.items())
+            raise UsageError(f"no kernel case matches {pat!r}{unloaded}; known: {', '.join(known)} "
                              f"(a family: {FAMILY_PREFIX}NAME)")
         chosen += [c for c in hits if c not in chosen]
     return chosen

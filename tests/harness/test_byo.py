@@ -204,6 +204,15 @@ def test_kernel_names_cases_and_family_prefix_names_families():
         cases.select(["activations"])          # a family's name is not a case name
 
 
+def test_a_pattern_that_matches_nothing_names_a_module_that_did_not_import(monkeypatch):
+    from portcheck import cases
+    from portcheck.errors import UsageError
+    monkeypatch.setitem(cases.LOAD_ERRORS, "mykernels.cases", "SyntaxError: invalid syntax (cases.py, line 3)")
+    with pytest.raises(UsageError, match=r"no kernel case matches 'ok_\*'; module mykernels.cases does not "
+                                         r"import: SyntaxError: invalid syntax \(cases.py, line 3\); known: "):
+        cases.select(["ok_*"])
+
+
 def _user_case(**fields):
     import portcheck
     import torch
