@@ -24,6 +24,8 @@ _MESSAGES = (
     (("a grid no GPU launches",), "a launcher that puts a count that grows with the input (rows, tokens, "
                                   "heads) on a grid's second or third axis, 65,535 programs at most there: "
                                   "the first axis takes 2**31 - 1, or each program can loop", REPRODUCED),
+    (("race within a program",), "a program that passes values between elements of its block through memory "
+                                 "with no tl.debug_barrier() between the store and the load", REPRODUCED),
     (("race:",), "programs of one launch touch the same memory with no atomic that orders them: a "
                  "race (plain loads and stores where an update needs an atomic, or a program reading "
                  "what another writes)", REPRODUCED),

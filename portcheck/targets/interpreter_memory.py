@@ -6,6 +6,8 @@ need never reach an output:
   interpreter runs a launch's programs one after another, so a race shows in its outputs only
   where the programs' order changes the result (portcheck.targets.interpreter_order); a lost
   update of an integer count, two programs' load-add-store of one counter, does not.
+- a race within a program: a load of bytes the program stored from another element of its block,
+  with no tl.debug_barrier() between (the interpreter runs each operation over the whole block).
 - a load of the harness's guard bands (portcheck.guards): an unmasked load past a tensor's end
   whose value the kernel then throws away (a `tl.where` after it). The outputs stay right; on a
   GPU the load may fault, or read another allocation.
@@ -56,6 +58,7 @@ class _Access:
     acquires: bool = False
     cta: bool = False       # an atomic of scope "cta": atomic within its program only (kind LOAD / STORE)
     volatile: bool = False  # a volatile load (kind ATOMIC: it reads, it updates nothing)
+    elements: np.ndarray | None = None   # each byte's element of the block (its flat index), for LOAD / STORE
 
     def __post_init__(self):
         self.lo, self.hi = int(self.addresses.min()), int(self.addresses.max()) + 1
@@ -78,11 +81,39 @@ class Watch:
         if message not in self.findings:
             self.findings.append(message)
 
-    def analyse(self, accesses: list[_Access]) -> None:
+    def analyse(self, accesses: list[_Access], barriers: dict | None = None) -> None:
         if not accesses:
             return
         self._band_loads(accesses)
         self._races(accesses)
+        self._unsynchronized(accesses, barriers or {})
+
+    def _unsynchronized(self, accesses: list[_Access], barriers: dict) -> None:
+        """A program that loads bytes it stored earlier into another element of its block, with no
+        tl.debug_barrier() between: on a GPU the two elements may be held by threads of different
+        warps, and the load may run before the store lands (the interpreter runs each operation
+        over the whole block at once, so it always sees the store)."""
+        stores: dict = {}
+        for load in accesses:
+            if load.kind == STORE and load.elements is not None:
+                stores.setdefault(load.program, []).append(load)
+                continue
+            if load.kind != LOAD or load.elements is None:
+                continue
+            fence = max((t for t in barriers.get(load.program, ()) if t < load.time), default=-1)
+            for store in stores.get(load.program, ()):
+                if store.time < fence or store.hi <= load.lo or store.lo >= load.hi:
+                    continue
+                both, at_store, at_load = np.intersect1d(store.addresses, load.addresses, return_indices=True)
+                moved = store.elements[at_store] != load.elements[at_load]
+                if moved.any():
+                    k = int(np.flatnonzero(moved)[0])
+                    self._add(f"race within a program: program {_program(load.program)} stores "
+                              f"{self._name(int(both[k]))} from element {int(store.elements[at_store[k]])} of "
+                              f"its block and loads it into element {int(load.elements[at_load[k]])} with no "
+                              "tl.debug_barrier() between: on a GPU other threads (warps) may hold the two "
+                              "elements, and the load may run before the store lands")
+                    return   # one a launch: the first says what to fix
 
     def _band_loads(self, accesses: list[_Access]) -> None:
         """Loads and atomics in a guard band: a plain store there changes the band, which the
@@ -192,14 +223,19 @@ def _race_message(first: _Access, second: _Access, what: str) -> str:
             "writes only after an atomic that orders them (an arrival counter) or in a later launch")
 
 
-def _lanes(ptrs, mask) -> np.ndarray:
-    """The byte addresses of the lanes a mask keeps (all lanes without one)."""
+def _lanes(ptrs, mask) -> tuple[np.ndarray, np.ndarray]:
+    """The byte addresses of the lanes a mask keeps (all lanes without one), and each byte's
+    element of the block (its flat index)."""
     addresses = np.asarray(ptrs.data, dtype=np.uint64).reshape(-1)
+    elements = np.arange(addresses.size)
     if mask is not None:
-        addresses = addresses[np.asarray(mask.data, dtype=bool).reshape(-1)]
+        kept = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.asarray(ptrs.data).shape).reshape(-1)
+        addresses, elements = addresses[kept], elements[kept]
     width = _element_size(ptrs)
     starts = addresses.astype(np.int64)
-    return (starts[:, None] + np.arange(width, dtype=np.int64)).reshape(-1) if width > 1 else starts
+    if width == 1:
+        return starts, elements
+    return (starts[:, None] + np.arange(width, dtype=np.int64)).reshape(-1), np.repeat(elements, width)
 
 
 def _element_size(ptrs) -> int:
@@ -228,19 +264,20 @@ def watching(regions: list[Region]):
     watch = Watch(list(regions))
     b = builder()
     releasing, acquiring, cta = _semantics()
-    state = {"accesses": [], "bytes": 0, "time": 0, "off": False, "quiet": 0}
+    state = {"accesses": [], "bytes": 0, "time": 0, "off": False, "quiet": 0, "barriers": {}}
     original = {name: getattr(b, name) for name in
                 ("set_grid_dim", "create_masked_load", "create_masked_store", "create_atomic_rmw",
-                 "create_atomic_cas", "create_atomic_load", "create_atomic_store") if hasattr(b, name)}
+                 "create_atomic_cas", "create_atomic_load", "create_atomic_store", "create_barrier")
+                if hasattr(b, name)}
 
     def end_launch() -> None:
-        accesses, off = state["accesses"], state["off"]
-        state.update(accesses=[], bytes=0, off=False)
+        accesses, off, barriers = state["accesses"], state["off"], state["barriers"]
+        state.update(accesses=[], bytes=0, off=False, barriers={})
         if off:
             watch.unwatched.append(off)
         elif accesses:
             try:
-                watch.analyse(accesses)
+                watch.analyse(accesses, barriers)
             except Exception as exc:   # noqa: BLE001  the watch adds findings; it never fails a launch itself
                 watch.unwatched.append(f"its analysis failed ({type(exc).__name__}: {exc})")
 
@@ -248,7 +285,7 @@ def watching(regions: list[Region]):
         if state["off"] or state["quiet"]:
             return
         try:
-            addresses = _lanes(ptrs, mask)
+            addresses, elements = _lanes(ptrs, mask)
         except Exception as exc:   # noqa: BLE001  a pointer or mask shape the watch does not know:
             # this launch goes unwatched, and runs as it would
             state.update(off=f"an access it could not read ({type(exc).__name__}: {exc})", accesses=[])
@@ -264,11 +301,18 @@ def watching(regions: list[Region]):
             state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses, cta=True))
         else:
             state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses,
-                                             sem in releasing, sem in acquiring, volatile=volatile))
+                                             sem in releasing, sem in acquiring, volatile=volatile,
+                                             elements=elements if sem is None and kind != ATOMIC else None))
 
     def set_grid_dim(nx, ny, nz):
         end_launch()
         return original["set_grid_dim"](nx, ny, nz)
+
+    def create_barrier():   # tl.debug_barrier(): the program's threads meet; stores before it land
+        if not state["off"]:
+            state["time"] += 1
+            state["barriers"].setdefault(tuple(b.grid_idx), []).append(state["time"])
+        return original["create_barrier"]()
 
     # Triton 3.6 and 3.9 differ in the cache arguments between the ones read here, and call these
     # with some of them by keyword: what is not read passes through as it came
@@ -310,7 +354,7 @@ def watching(regions: list[Region]):
         finally:
             state["quiet"] -= 1
 
-    hooks = dict(set_grid_dim=set_grid_dim, create_masked_load=create_masked_load,
+    hooks = dict(set_grid_dim=set_grid_dim, create_barrier=create_barrier, create_masked_load=create_masked_load,
                  create_masked_store=create_masked_store, create_atomic_rmw=create_atomic_rmw,
                  create_atomic_cas=create_atomic_cas, create_atomic_load=create_atomic_load,
                  create_atomic_store=create_atomic_store)

@@ -273,3 +273,24 @@ def test_a_count_never_reset_that_stops_later_launches_finishing_is_named_as_sta
     # agree, and the input that was right at its first launch is wrong now
     assert r.diagnosis[0]["cause"].startswith("state kept from one launch to the next"), r.diagnosis
     assert "an input whose first launch was right earlier in this check is wrong" in r.diagnosis[0]["evidence"]
+
+
+@triton.jit
+def reverse_kernel(x_ptr, ws_ptr, y_ptr, BLOCK: tl.constexpr, BARRIER: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(ws_ptr + offs, tl.load(x_ptr + offs))
+    if BARRIER:
+        tl.debug_barrier()
+    tl.store(y_ptr + offs, tl.load(ws_ptr + BLOCK - 1 - offs))   # each element reads another's store
+
+
+@pytest.mark.parametrize("barrier", [True, False])
+def test_elements_of_one_program_exchanging_through_memory_need_a_barrier(barrier):
+    x, ws, y = torch.randn(128), torch.empty(128), torch.empty(128)
+    with watching([]) as watch:
+        reverse_kernel[(1,)](x, ws, y, BLOCK=128, BARRIER=barrier)
+    assert torch.equal(y, x.flip(0))   # right on the interpreter either way
+    assert watch.findings == ([] if barrier else [
+        "race within a program: program (0, 0, 0) stores memory the launcher allocated (no argument of the "
+        "case) from element 0 of its block and loads it into element 127 with no tl.debug_barrier() between: "
+        "on a GPU other threads (warps) may hold the two elements, and the load may run before the store lands"])
