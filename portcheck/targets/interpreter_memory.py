@@ -1,4 +1,4 @@
-"""The memory each program of an interpreted launch loads and stores, for two bugs whose values
+"""The memory each program of an interpreted launch loads and stores, for bugs whose values
 need never reach an output:
 
 - a race: bytes that one program stores to and another program loads, stores or updates
