@@ -58,7 +58,8 @@ class _Access:
     acquires: bool = False
     cta: bool = False       # an atomic of scope "cta": atomic within its program only (kind LOAD / STORE)
     volatile: bool = False  # a volatile load (kind ATOMIC: it reads, it updates nothing)
-    elements: np.ndarray | None = None   # each byte's element of the block (its flat index), for LOAD / STORE
+    elements: np.ndarray | None = None   # each byte's element of the block (its flat index), for a
+                                         # plain LOAD / STORE of more than one element
 
     def __post_init__(self):
         self.lo, self.hi = int(self.addresses.min()), int(self.addresses.max()) + 1
@@ -297,12 +298,15 @@ def watching(regions: list[Region]):
             state.update(off=f"it accesses more than {MAX_BYTES:,} bytes", accesses=[])
             return
         state["time"] += 1
+        # a plain access of a block (a scalar's value is every thread's: Triton stores it once and
+        # broadcasts what it loads, and a scalar atomic meets the block at a barrier to broadcast)
+        blockwise = sem is None and kind != ATOMIC and np.asarray(ptrs.data).size > 1
         if scope == cta:   # to the other programs, a plain load or store: it neither orders nor is atomic
             state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses, cta=True))
         else:
             state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses,
                                              sem in releasing, sem in acquiring, volatile=volatile,
-                                             elements=elements if sem is None and kind != ATOMIC else None))
+                                             elements=elements if blockwise else None))
 
     def set_grid_dim(nx, ny, nz):
         end_launch()

@@ -294,3 +294,17 @@ def test_elements_of_one_program_exchanging_through_memory_need_a_barrier(barrie
         "race within a program: program (0, 0, 0) stores memory the launcher allocated (no argument of the "
         "case) from element 0 of its block and loads it into element 127 with no tl.debug_barrier() between: "
         "on a GPU other threads (warps) may hold the two elements, and the load may run before the store lands"])
+
+
+@triton.jit
+def scalar_then_block_kernel(ws_ptr, y_ptr, BLOCK: tl.constexpr):
+    tl.store(ws_ptr + 1, 2.0)   # a scalar: Triton stores it once; the block's load below reads it
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(ws_ptr + offs))
+
+
+def test_a_scalar_stored_then_loaded_as_part_of_a_block_is_no_race_within_a_program():
+    ws, y = torch.zeros(4), torch.empty(4)
+    with watching([]) as watch:
+        scalar_then_block_kernel[(1,)](ws, y, BLOCK=4)
+    assert watch.findings == [] and y.tolist() == [0.0, 2.0, 0.0, 0.0]
