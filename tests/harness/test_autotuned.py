@@ -107,24 +107,31 @@ def _sum_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.atomic_add(y_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
 
 
-@on_the_interpreter
-def test_reset_to_zero_runs_before_the_launch():
-    """The harness's output starts as NaN poison: the autotuner's reset_to_zero clears it first,
-    as Triton's own first launch of a key does."""
+def _sum_case(name: str, reset: bool, zero_first: bool) -> Case:
+    """An autotuned row sum whose kernel adds into y with an atomic; `reset`: the autotuner's
+    reset_to_zero names y; `zero_first`: the launcher zeroes y itself."""
     kernel = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (16, 64)], key=["n"],
-                             reset_to_zero=["y_ptr"])(_sum_kernel)
+                             reset_to_zero=["y_ptr"] if reset else None)(_sum_kernel)
 
     def launch(args, outs):
         x = args["x"]
+        if zero_first:
+            outs["y"].zero_()
         kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, outs["y"], x.numel())
-    case = Case(name="autotuned_sum", family="autotuned", dtypes=("fp32",),
+    return Case(name=name, family="autotuned", dtypes=("fp32",),
                 inputs=lambda dtype, most: S.row_inputs(dtype, most, tile=16, max_rows=1, allowed=("normal",)),
                 make=lambda spec, device: {"x": S.row_tensor(spec, device).contiguous()},
                 outputs=lambda args: {"y": ((1,), args["x"].dtype)},
                 launch=launch, nondeterministic=True,
                 oracle=portcheck.oracle_from_torch(lambda x: x.sum().reshape(1), "y"),
                 tolerance=lambda args, refs, dtype: {"y": T.row_reduction(args["x"].reshape(1, -1), dtype)})
-    result = _check(case, examples=3)
+
+
+@on_the_interpreter
+def test_reset_to_zero_runs_before_the_launch():
+    """The harness's output starts as NaN poison: the autotuner's reset_to_zero clears it first,
+    as Triton's own first launch of a key does."""
+    result = _check(_sum_case("autotuned_sum", reset=True, zero_first=False), examples=3)
     assert result.verdict == "pass", result.message
 
 
@@ -133,21 +140,7 @@ def test_reset_to_zero_runs_before_the_launch():
 def test_an_accumulation_the_autotuner_does_not_reset_fails_after_its_timing_run(reset):
     """The launcher zeroes the output and the kernel adds into it: Triton's timing runs at a key's
     first launch add too, and only reset_to_zero clears what they left."""
-    kernel = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (16, 64)], key=["n"],
-                             reset_to_zero=["y_ptr"] if reset else None)(_sum_kernel)
-
-    def launch(args, outs):
-        x = args["x"]
-        outs["y"].zero_()
-        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, outs["y"], x.numel())
-    case = Case(name="autotuned_sum_zeroed", family="autotuned", dtypes=("fp32",),
-                inputs=lambda dtype, most: S.row_inputs(dtype, most, tile=16, max_rows=1, allowed=("normal",)),
-                make=lambda spec, device: {"x": S.row_tensor(spec, device).contiguous()},
-                outputs=lambda args: {"y": ((1,), args["x"].dtype)},
-                launch=launch, nondeterministic=True,
-                oracle=portcheck.oracle_from_torch(lambda x: x.sum().reshape(1), "y"),
-                tolerance=lambda args, refs, dtype: {"y": T.row_reduction(args["x"].reshape(1, -1), dtype)})
-    result = _check(case, examples=3)
+    result = _check(_sum_case("autotuned_sum_zeroed", reset=reset, zero_first=True), examples=3)
     assert result.verdict == ("pass" if reset else "fail"), result.message
     if not reset:
         assert result.message.startswith("autotune config ") and ", after a timing run): y: " in result.message
