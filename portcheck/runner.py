@@ -10,12 +10,9 @@ import functools
 import json
 import math
 import shlex
-import sysconfig
 import time
-import traceback
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import hypothesis
 import torch
@@ -30,6 +27,7 @@ from .diagnose.finding import REPRODUCED, Finding
 from .dtypes import fmt
 from .errors import UsageError
 from .facts import device as facts_device
+from .frames import kernel_line
 from .overrides import Override
 from .results import PHASES, Result
 from .targets.interpreter_grid import GridTooLarge, excess, limited
@@ -1042,43 +1040,6 @@ def _error_message(exc: BaseException) -> str:
     where = kernel_line(exc)
     return (f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
             + (f" (at {where})" if where else ""))
-
-
-@functools.cache
-def _library_dirs() -> tuple[str, ...]:
-    """Where the frames of the libraries under a case live (portcheck's own harness aside)."""
-    import numpy
-    import triton
-    return tuple(str(Path(m.__file__).resolve().parent) for m in (hypothesis, numpy, torch, triton))
-
-
-def _case_code(filename: str) -> bool:
-    """Whether a frame's file is a case's own code: not Python's standard library (a package
-    installed beside it is), not a library under the case, not portcheck's harness (its kernels and
-    oracles are)."""
-    if filename.startswith("<") and not filename.startswith("<frozen"):   # compiled from a string
-        return True
-    path = str(Path(filename).resolve())
-    here = Path(__file__).resolve().parent
-    stdlib = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
-    if path.startswith(stdlib) and "-packages" not in path[len(stdlib):]:
-        return False
-    return not path.startswith(_library_dirs()) and (
-        not path.startswith(str(here)) or path.startswith((str(here / "kernels"), str(here / "oracles"))))
-
-
-def kernel_line(exc: BaseException) -> str:
-    """The innermost line of a case's own code (its kernel, launcher, oracle) in the exception's
-    tracebacks, its causes' included: the interpreter re-raises a kernel's error from its own
-    frames as InterpreterError, with the kernel's line only in the cause. "" when there is none."""
-    found, seen = "", set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        for frame in traceback.extract_tb(exc.__traceback__):
-            if _case_code(frame.filename):
-                found = f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"
-        exc = exc.__cause__ or exc.__context__
-    return found
 
 
 def bench_launch(case: Case, target_name: str, spec: dict):

@@ -20,17 +20,15 @@ the values makes it true."""
 from __future__ import annotations
 
 import contextlib
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from ..frames import calling_line
 from .interpreter_builder import builder
 
 CLAIMS = {"tt.divisibility": "tl.multiple_of", "tt.contiguity": "tl.max_contiguous",
           "tt.constancy": "tl.max_constancy"}
-_HERE = str(Path(__file__).resolve().parent)   # portcheck's interpreter patches
 
 
 def broken(claim: str, values: np.ndarray, hint: list[int]) -> str | None:
@@ -59,17 +57,6 @@ def broken(claim: str, values: np.ndarray, hint: list[int]) -> str | None:
     return None
 
 
-def _where(skip: tuple[str, ...]) -> str:
-    """The kernel source line that gave the hint: the innermost frame outside `skip` (Triton's
-    package, portcheck's interpreter patches)."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if not frame.f_code.co_filename.startswith(skip):
-            return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "?"
-
-
 @dataclass
 class Hints:
     """What `checking` found: one message per hint a program broke, the first program's."""
@@ -80,9 +67,7 @@ class Hints:
 @contextlib.contextmanager
 def checking():
     """Inside, every hint a kernel gives on the interpreter is held against its values."""
-    import triton
     from triton.runtime import interpreter
-    skip = (str(Path(triton.__file__).resolve().parent), _HERE)
     found = Hints()
     seen: set[tuple] = set()   # (source line, claim): one message each
     handle = interpreter.TensorHandle
@@ -91,7 +76,7 @@ def checking():
     def set_attr(self, key, value):
         if key in CLAIMS and isinstance(value, (list, tuple)) and np.issubdtype(np.asarray(self.data).dtype, np.integer):
             why = broken(key, self.data, list(value))
-            where = _where(skip)
+            where = calling_line()
             if why and (where, key) not in seen:
                 seen.add((where, key))
                 hint = (f"{CLAIMS[key]}(..., {list(value) if len(value) > 1 else value[0]}) at {where} in "

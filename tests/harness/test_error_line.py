@@ -10,7 +10,8 @@ import triton
 import triton.language as tl
 
 from portcheck import Case, tolerance
-from portcheck.runner import check, kernel_line
+from portcheck.frames import kernel_line
+from portcheck.runner import check
 from portcheck.targets.runtime import INTERPRETER_ARCH
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
