@@ -89,15 +89,29 @@ def elementwise(out: str, acc: str = "fp32", ops: int = 1, terms: Number | None 
                      f"t_i = sum of the magnitudes added")
 
 
+def flushed(acc: str) -> float:
+    """What one addition in `acc` may lose near zero on a GPU beyond its rounding: an fp32 sum may
+    be accumulated by atomics on global memory, which flush subnormal inputs and results to zero
+    (PTX ISA, atom: "atom.add.f32 without .noftz"; AMD's native fp32 atomic add ignores the
+    denormal mode, LLVM's amdgpu.ignore.denormal.mode), so each addition may err by up to
+    tiny(fp32). fp16, bf16 and fp64 atomic adds keep subnormals (atom.add.noftz.f16 / .bf16):
+    nothing more there."""
+    return fmt(acc).tiny if acc == "fp32" else 0.0
+
+
 def row_reduction(terms: torch.Tensor, out: str, acc: str = "fp32", ops: int = 0) -> Tolerance:
     """A sum (or mean) over the last dimension of `terms` (the float64 summands, n per row),
-    plus `ops` other roundings: |error| <= (n + ops) u(acc) sum_j |t_j| (Higham's gamma_n)."""
+    plus `ops` other roundings: |error| <= (n + ops) u(acc) sum_j |t_j| (Higham's gamma_n), and
+    near zero n flushed(acc): a correct fp32 sum by atomics loses its subnormal partial sums on a
+    GPU (an H200 returned 0 for a row of fp32 subnormals summed by tl.atomic_add)."""
     n = terms.shape[-1]
     o, a = fmt(out), fmt(acc)
-    atol = (n + ops) * a.unit_roundoff * terms.abs().sum(dim=-1) + o.subnormal_step + ops * a.subnormal_step
+    atol = (n + ops) * a.unit_roundoff * terms.abs().sum(dim=-1) + o.subnormal_step + ops * a.subnormal_step \
+        + n * flushed(acc)
+    flush = f" + n tiny({acc}) (fp32 atomics flush subnormals)" if flushed(acc) else ""
     return Tolerance(o.unit_roundoff, atol,
-                     f"rtol = u({out}); atol_r = (n + {ops}) u({acc}) sum_j |t_rj| + sub({out}) + {ops} sub({acc}), "
-                     f"n = {n}")
+                     f"rtol = u({out}); atol_r = (n + {ops}) u({acc}) sum_j |t_rj| + sub({out}) + {ops} sub({acc})"
+                     f"{flush}, n = {n}")
 
 
 def normalization(x: torch.Tensor, out: str, acc: str = "fp32", eps: float = 0.0, centered: bool = True,

@@ -30,3 +30,18 @@ def test_exact_and_unknown_dtype():
     assert exact().exact and exact().rtol == 0
     with pytest.raises(UsageError, match="unknown dtype 'fp12'"):
         fmt("fp12")
+
+
+def test_an_fp32_row_sum_allows_what_gpu_atomics_flush():
+    """An H200 summed a row of fp32 subnormals by tl.atomic_add to 0 (atom.add.f32 flushes
+    subnormal inputs and results on global memory): row_reduction allows n tiny(fp32) near zero in
+    fp32, and nothing more where the sum is in fp16 (atom.add.noftz.f16 keeps subnormals)."""
+    import torch
+
+    from portcheck.tolerance import row_reduction
+    subnormal = torch.full((2, 3), 2.0**-130, dtype=torch.float64)
+    fp32 = row_reduction(subnormal, "fp32")
+    assert torch.all(fp32.atol >= 3 * 2.0**-126) and "n tiny(fp32)" in fp32.formula
+    assert torch.all(fp32.atol >= subnormal.sum(-1))   # a sum flushed to 0 passes
+    fp16 = row_reduction(subnormal, "fp16", acc="fp16")
+    assert torch.all(fp16.atol < 2.0**-23) and "tiny" not in fp16.formula   # sub(fp16) = 2^-24 and rounding
