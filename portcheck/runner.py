@@ -22,6 +22,7 @@ from . import autotuned, guards, precompile
 from . import strategies as S
 from .cases import Case, cases_flag, float64_args
 from .compare import Comparison, compare, compare_launches, flat_to_index
+from .compile.worker import first_error_line
 from .diagnose import diagnose
 from .diagnose.finding import REPRODUCED, Finding
 from .dtypes import fmt
@@ -1038,8 +1039,11 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
 
 def _error_message(exc: BaseException) -> str:
     where = kernel_line(exc)
-    return (f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-            + (f" (at {where})" if where else ""))
+    if hasattr(exc, "error_message"):   # Triton's CompilationError: its first line is only "at L:C:"
+        said = first_error_line(exc)
+    else:
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {said}" + (f" (at {where})" if where else "")
 
 
 def bench_launch(case: Case, target_name: str, spec: dict):

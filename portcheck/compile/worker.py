@@ -112,7 +112,14 @@ _ERROR_KINDS = (("rejected-precision", re.compile(r"input_precision|allowed_dot_
 
 def first_error_line(exc: BaseException, stderr_text: str = "") -> str:
     """The compiler's own first meaningful line: the message under Triton's source caret, the
-    first MLIR/LLVM 'error:' line when the exception only says a pass failed, else the first line."""
+    first MLIR/LLVM 'error:' line when the exception only says a pass failed, else the first line.
+    A call into another jit function wraps the callee's CompilationError in one whose message ends
+    at the caret: the innermost one along the causes that says why is the one read."""
+    reason = exc
+    while exc is not None:
+        reason = exc if getattr(exc, "error_message", None) else reason
+        exc = exc.__cause__
+    exc = reason
     text = str(exc) or type(exc).__name__
     lines = [ln for ln in text.splitlines()]
     for i in range(len(lines) - 1, -1, -1):

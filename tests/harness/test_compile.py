@@ -597,3 +597,45 @@ def test_declared_tensor_descriptors_get_a_stand_in_of_their_element_type():
     assert set(got) == {"a_desc", "n"}
     with pytest.raises(ValueError, match="x_desc: unknown descriptor element type"):
         declared_args({"x_desc": "tensordesc<q7[16, 16]>"})
+
+
+
+NESTED_ERROR = textwrap.dedent("""
+    import triton, triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from portcheck.compile.worker import first_error_line
+    from portcheck.runner import _error_message
+
+    @triton.jit
+    def to_fnuz(x):
+        return x.to(tl.float8e4b8)
+
+    @triton.jit
+    def kernel(x_ptr, y_ptr):
+        offs = tl.arange(0, 16)
+        tl.store(y_ptr + offs, to_fnuz(tl.load(x_ptr + offs)).to(tl.float32))
+
+    src = triton.compiler.ASTSource(fn=kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32"}, constexprs={})
+    try:
+        triton.compile(src, target=GPUTarget("cuda", 90, 32))
+    except Exception as exc:
+        print(first_error_line(exc))
+        print(_error_message(exc))
+""")
+
+
+def test_a_nested_compile_error_says_its_reason(tmp_path):
+    """A call into another jit function wraps the callee's CompilationError in one whose message
+    ends at the caret. The compile record and a check's error record both say the innermost reason
+    (here the fp8 format sm_90 lacks), not the bare "CompilationError" or "at 3:39:". Compiled for
+    sm_90 in a process of its own, outside the interpreter (no GPU needed)."""
+    import subprocess
+    import sys
+    script = tmp_path / "nested.py"
+    script.write_text(NESTED_ERROR)
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2, done.stdout + done.stderr
+    assert lines[0].startswith("type fp8e4b8 not supported in this architecture"), lines
+    assert lines[1].startswith("CompilationError: type fp8e4b8 not supported in this architecture"), lines
