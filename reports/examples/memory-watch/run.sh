@@ -4,6 +4,7 @@
 # (reports/examples/planted-bugs-3/probe3.py); DEST gets $PROBE.tgz.
 #   run: DEST=$OUT bash reports/examples/memory-watch/run.sh
 #        PROBE=probe3 DEST=$OUT bash reports/examples/memory-watch/run.sh
+# Only the probe's own cases run (--kernel 'bug_*,ok_*'), as on the interpreter.
 # LIMIT (seconds, default 420) bounds the run, so that a call's other work leaves it what is left.
 set -uo pipefail
 DEST=${DEST:-/tmp}
@@ -18,7 +19,7 @@ OUT=/tmp/$PROBE
 lent_setup "$OUT" || exit 1
 export XDG_CACHE_HOME=$OUT/cache TRITON_CACHE_DIR=$OUT/triton
 (cd "$here" && timeout "${LIMIT:-420}" env PYTHONPATH="$here:$PWD" python3 -m portcheck run --target cuda --cases "$PROBE" \
-  --no-time --out "$OUT/cuda") > "$OUT/cuda.log" 2>&1
+  --kernel 'bug_*,ok_*' --no-time --out "$OUT/cuda") > "$OUT/cuda.log" 2>&1
 echo "$PROBE cuda rc $?" >> "$OUT/summary.txt"
 rm -rf "$OUT"/*/.claims-*
 tar -czf "$DEST/$PROBE.tgz" -C /tmp --exclude="$PROBE/cache" --exclude="$PROBE/triton" "$PROBE"

@@ -1,0 +1,66 @@
+"""Issue 17, a diagnostic: which step of a check compiles what its warm-up did not. On PYTHONPATH
+with TRACE_COMPILES=DIR, every process of a `portcheck run` appends to DIR/<pid>.jsonl: each
+Triton compile (kernel, cache hit or not, the thread, its seconds), each example a check evaluates
+(the case and its spec) and each warm-up's start and end, each check's start and end. compiles.py reads them."""
+import os
+
+if os.environ.get("TRACE_COMPILES"):
+    import builtins
+    import json
+    import sys
+    import threading
+    import time
+
+    _path = os.path.join(os.environ["TRACE_COMPILES"], f"{os.getpid()}.jsonl")
+    _real_import = builtins.__import__
+    _done = []
+
+    def _log(**fields):
+        with open(_path, "a") as f:
+            f.write(json.dumps({"t": round(time.time(), 4), **fields}, default=str) + "\n")
+
+    def _install(runner, precompile):
+        from triton import knobs
+
+        def listener(*, src, metadata, metadata_group, times, cache_hit):
+            _log(ev="compile", kernel=metadata.get("name"), hit=cache_hit, thread=threading.current_thread().name,
+                 us=getattr(times, "total", None) if not isinstance(times, dict) else times.get("total"))
+        knobs.compilation.listener = listener
+        evaluate = runner.evaluate
+
+        def traced(case, target_name, spec, *args, **kwargs):
+            _log(ev="eval", case=case.name, spec=spec)
+            return evaluate(case, target_name, spec, *args, **kwargs)
+        runner.evaluate = traced
+        ahead = precompile.ahead
+
+        def traced_ahead(jobs, n_threads):
+            _log(ev="warmup", jobs=len(jobs), threads=n_threads)
+            try:
+                return ahead(jobs, n_threads)
+            finally:
+                _log(ev="warmup-end")
+        precompile.ahead = traced_ahead
+        check = runner.check
+
+        def traced_check(case, target_name, arch, dtype, **kwargs):
+            _log(ev="check", case=case.name, dtype=dtype, pole=kwargs.get("pole"))
+            try:
+                return check(case, target_name, arch, dtype, **kwargs)
+            finally:
+                _log(ev="check-end", case=case.name, dtype=dtype)
+        runner.check = traced_check
+
+    def _hooked(name, *args, **kwargs):
+        module = _real_import(name, *args, **kwargs)
+        if not _done:
+            runner, pre = sys.modules.get("portcheck.runner"), sys.modules.get("portcheck.precompile")
+            if runner is not None and pre is not None and hasattr(runner, "time_case") and hasattr(pre, "ahead"):
+                _done.append(True)
+                try:
+                    _install(runner, pre)
+                except Exception as exc:   # a diagnostic never stops the run
+                    _log(ev="trace-failed", error=repr(exc))
+        return module
+
+    builtins.__import__ = _hooked
