@@ -476,17 +476,31 @@ def far_rows_obstacle(target_name: str, spec: dict) -> str | None:
 def _precompile(case: Case, target_name: str, strategy, settings: hypothesis.settings, seed: int | None,
                 checks: Checks, threads: int, also=()) -> None:
     """Compile the kernels of the examples the check will draw, several at a time, before it
-    draws them (portcheck.precompile): the check's launches then find them compiled. `also`:
-    more specs, launched as the examples are, and zero-argument launches, compiled with them."""
+    draws them (portcheck.precompile): the check's launches then find them compiled. With them,
+    those of check's strided-input step, which launches the largest passing input with each
+    tensor strided in turn: the largest drawn here, where the search keeps to these examples
+    (the H200's fp8 matmul checks compiled their strided inputs' pointer kernel one after another
+    at launch, some 10 s each in a loaded run, where every other input takes the TMA kernel).
+    `also`: more specs, launched as the examples are, and zero-argument launches, compiled with them."""
     device = TARGETS[target_name].device
 
     def launch(spec: dict) -> None:   # as evaluate() launches it, noted instead of run
         with facts_device.drawing(spec.get(forcing.CONFIG_KEY)):
             args, _ = _inputs(case, device, spec, checks)
             case.launch(args, _outputs(case, args, device, checks.guards)[0])
+
+    def launch_strided(spec: dict) -> None:   # as check's strided() launches it
+        for name in stridable(case.make(spec, device), case.in_place):
+            try:
+                launch({**spec, COLUMNS_KEY: name})
+            except Exception:   # noqa: BLE001  a launcher's refusal: nothing to compile
+                continue
     try:
         specs = precompile.examples(strategy, settings, seed)
-        precompile.ahead([functools.partial(launch, s) for s in specs]
+        largest = max(specs, key=spec_size, default=None)
+        strided_jobs = [functools.partial(launch_strided, largest)] \
+            if largest is not None and COLUMNS_KEY not in largest else []
+        precompile.ahead([functools.partial(launch, s) for s in specs] + strided_jobs
                          + [item if callable(item) else functools.partial(launch, item) for item in also],
                          threads)
     except Exception:   # noqa: BLE001  a warm-up only saves time: the check compiles what it lacks

@@ -154,3 +154,24 @@ def test_a_poles_warm_up_also_compiles_the_digests_and_the_timed_spec(monkeypatc
     shapes = [tuple(args[0].shape) for _, args, _ in noted]
     bench = bench_spec(case, dtype)
     assert shapes == [(s["rows"], s["cols"]) for s in after[:-1]] + [(bench["rows"], bench["cols"])]
+
+
+
+
+def test_a_poles_warm_up_also_compiles_the_strided_inputs_launches(monkeypatch):
+    # check's strided-input step launches the largest passing input with each tensor's last
+    # dimension strided: on sm_90a matmul's fp8 inputs go through its TMA kernel and strided ones
+    # through its pointer kernel, which the H200's checks compiled at that launch, one after another
+    case, dtype, settings = cases.get("matmul"), "fp16", hypothesis.settings.get_profile("ci")
+    drawn = precompile.examples(case.inputs(dtype, 1 << 16), settings, 3)
+    made, inputs = [], runner._inputs
+    monkeypatch.setattr(runner, "_inputs", lambda case, device, spec, checks: made.append(spec) or
+                        inputs(case, device, spec, checks))
+    monkeypatch.setattr(precompile, "submit", lambda launches: None)
+    monkeypatch.setattr(precompile, "examples", lambda *args: drawn)
+    runner._precompile(case, "interpreter", case.inputs(dtype, 1 << 16), settings, 3, runner.CHECKS, 2)
+    largest = max(drawn, key=runner.spec_size)
+    assert made[:len(drawn)] == drawn
+    assert made[len(drawn):] == [{**largest, runner.COLUMNS_KEY: name}
+                                 for name in runner.stridable(case.make(largest, "cpu"), case.in_place)]
+    assert len(made) == len(drawn) + 2   # a and b
