@@ -9,6 +9,7 @@ located > hint).
     which function function.py  a declared function's weak region; GELU's two forms
     random numbers rng.py       the Philox model replayed under the common mistakes
     launch to launch state.py   two more launches of the same inputs: state left behind
+    one code off  approximate.py  exact codes a step off, from approximate instructions (GPU code)
     across vendors vendors.py   `portcheck diff`: each difference between two runs classified
 
 `diagnose()` runs after a failure only (runner.check), on the failing example: one re-run of it,
@@ -26,7 +27,7 @@ import time
 
 from ..cases import Case
 from ..targets.interpreter_grid import GridTooLarge
-from . import function, magnitude, offset, position, reduction, rerun, rng, state
+from . import approximate, function, magnitude, offset, position, reduction, rerun, rng, state
 from .finding import FAILED, Finding, ranked
 
 BUDGET_S = 10.0   # seconds for one failure's diagnosis: no re-run at another length starts after it
@@ -66,6 +67,7 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
         ("the math regions", lambda: function.math_region(case, run, numeric)),
         ("the centred rows", lambda: offset.centred_rows(case, target, run, failing, deadline)),
         ("the reduction lengths", lambda: reduction.growth(case, target, run, numeric, deadline)),
+        ("the approximate instructions", lambda: approximate.boundary_codes(case, target, run, failing)),
     )
     for name, experiment in experiments:
         try:

@@ -1,0 +1,100 @@
+"""An exact output off by one step in a few elements, from a kernel that rounds through
+approximate instructions.
+
+Triton lowers an fp32 `/` to div.full.f32 on NVIDIA (PTX ISA: 2 ULP, not IEEE's div.rn), tl.exp
+and tl.exp2 to ex2.approx, 1 / sqrt to rsqrt.approx, and AMD's v_rcp_f32, v_exp_f32, ... are
+approximations too. A code computed from such a value (a quantizer's x / scale rounded to int8 or
+fp8) lands on the neighbouring code wherever the exact value lies within the approximation's error
+of a rounding boundary: a few elements in millions, which a check sees on the many-rows input of
+a GPU (an H200 gave 2 of 4,128,831 fp8 codes one step off for a quantizer that divides with `/`).
+An oracle that follows the kernel's steps in IEEE arithmetic holds the code the IEEE steps give.
+
+GPU targets only: the instructions are read from the failing launch's own compiled code (its
+kernels are in their caches, so nothing compiles). The interpreter computes `/` and the math
+functions exactly, so its codes are the IEEE steps' own.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+
+from ..cases import Case
+from ..targets.runtime import TARGETS
+from .finding import CORRELATED, Finding
+from .rerun import OutputMap, Run
+
+APPROXIMATE = re.compile(r"\b((?:ex2|lg2|sin|cos|sqrt|rsqrt|rcp|tanh)\.approx(?:\.ftz)?\.f32"
+                         r"|div\.(?:full|approx)(?:\.ftz)?\.f32"
+                         r"|v_(?:exp|log|sin|cos|sqrt|rsq|rcp)_f32)\b")
+FEW = 1e-3   # at most this share of an output's elements: a boundary effect, not a wrong formula
+# what to write instead, by the instruction's first letters (NVIDIA's, then AMD's)
+FIXES = (("div", "tl.math.div_rn for an IEEE division"), ("rcp", "tl.math.div_rn for an IEEE division"),
+         ("v_rcp", "tl.math.div_rn for an IEEE division"), ("sqrt", "tl.math.sqrt_rn"),
+         ("v_sqrt", "tl.math.sqrt_rn"), ("rsqrt", "tl.math.div_rn(1.0, tl.math.sqrt_rn(x))"),
+         ("v_rsq", "tl.math.div_rn(1.0, tl.math.sqrt_rn(x))"))
+
+
+def one_step_off(m: OutputMap) -> bool:
+    """An exact output whose few differing elements are each one step from the reference: the
+    next integer, or the next code of a float format (same sign, neighbouring bit patterns)."""
+    if not m.exact or not m.failing:
+        return False
+    bad = m.bad
+    if float(bad.float().mean()) > FEW:
+        return False
+    got, ref = m.out[bad], m.ref.to(m.out.dtype)[bad]
+    if got.is_floating_point():
+        bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32}.get(got.element_size())
+        if bits is None or not bool(torch.isfinite(got.float()).all() and torch.isfinite(ref.float()).all()):
+            return False
+        got, ref = got.view(bits).to(torch.int64), ref.view(bits).to(torch.int64)
+        if got.element_size() == 1:   # the codes as unsigned bytes: sign bit 0x80
+            same_sign = (got & 0x80) == (ref & 0x80)
+        else:
+            same_sign = (got < 0) == (ref < 0)
+        return bool(same_sign.all() and ((got - ref).abs() == 1).all())
+    return bool(((got.to(torch.int64) - ref.to(torch.int64)).abs() == 1).all())
+
+
+def instructions(case: Case, args: dict) -> dict[str, int]:
+    """The approximate instructions in the compiled code of the case's launches on `args` (the
+    kernels their cache already holds), counted by mnemonic; {} when none can be read."""
+    from ..compile.capture import recording
+    outs = {name: torch.empty(shape, dtype=dtype, device=next(
+        (v.device for v in args.values() if isinstance(v, torch.Tensor)), "cpu"))
+        for name, (shape, dtype) in case.outputs(args).items()}
+    try:
+        with recording() as rec:
+            case.launch(args, outs)
+    except Exception:   # a launcher that needs its kernel's results: nothing to read
+        return {}
+    found: dict[str, int] = {}
+    for kernel, kargs, kwargs in rec.raw:
+        try:
+            compiled = kernel.warmup(*kargs, grid=(1,), **kwargs)
+        except Exception:   # noqa: BLE001  no compiled code to read
+            continue
+        asm = getattr(compiled, "asm", {}) or {}
+        for text in (asm.get("ptx"), asm.get("amdgcn")):
+            for match in APPROXIMATE.finditer(text or ""):
+                found[match.group(1)] = found.get(match.group(1), 0) + 1
+    return found
+
+
+def boundary_codes(case: Case, target: str, run: Run, failing: list[OutputMap]) -> list[Finding]:
+    """Outputs one step off in a few elements, where the kernel's code holds approximations."""
+    off = [m for m in failing if one_step_off(m)]
+    if not off or not TARGETS[target].is_gpu:
+        return []
+    found = instructions(case, run.args)
+    if not found:
+        return []
+    names = ", ".join(f"{name} x{count}" for name, count in sorted(found.items()))
+    fixes = sorted({fix for prefix, fix in FIXES if any(f.startswith(prefix) for f in found)})
+    return [Finding("approximate",
+                    "codes at a rounding boundary, rounded from an approximate result: the kernel's "
+                    f"code holds {names}" + (f" (use {'; '.join(fixes)})" if fixes else "")
+                    + ", where the oracle's steps are IEEE",
+                    f"{int(m.bad.sum())} of {m.out.numel()} elements, each one step from the reference",
+                    CORRELATED, m.name) for m in off]

@@ -1,0 +1,56 @@
+"""diagnose.approximate: an exact output a step off in a few elements, from approximate
+instructions in the GPU code (an H200 gave 2 of 4,128,831 fp8 codes one step off for a quantizer
+that divides with `/`, div.full.f32)."""
+import torch
+
+from portcheck.diagnose import approximate
+from portcheck.diagnose.rerun import OutputMap
+from portcheck.tolerance import exact
+
+
+def _map(out: torch.Tensor, ref: torch.Tensor) -> OutputMap:
+    """An exact output's map as rerun makes it: inf where the bits differ."""
+    same = out.view(torch.uint8) == ref.view(torch.uint8)   # one-byte codes here: int8, fp8
+    ratio = torch.where(same, 0.0, float("inf")).double()
+    return OutputMap("q", out, ref, exact("codes"), None, ratio, torch.zeros_like(same))
+
+
+def test_int8_codes_one_step_off_in_a_few_elements():
+    ref = torch.arange(-100, 100, dtype=torch.int8).repeat(20)   # 4,000 codes
+    out = ref.clone()
+    out[7] += 1
+    out[1234] -= 1
+    assert approximate.one_step_off(_map(out, ref))
+    out[2000] += 2   # two steps: not a boundary effect
+    assert not approximate.one_step_off(_map(out, ref))
+
+
+def test_fp8_codes_one_step_off_are_neighbouring_codes_of_one_sign():
+    ref = torch.linspace(-400, 400, 4000).to(torch.float8_e4m3fn)
+    out = ref.clone()
+    bits = out.view(torch.uint8)
+    bits[10] += 1          # the next code away from zero, sign kept
+    assert approximate.one_step_off(_map(out, ref))
+    zero = torch.zeros(4000, dtype=torch.float8_e4m3fn)
+    flipped = zero.clone()
+    flipped.view(torch.uint8)[3] = 0x80 | 0x01   # -min subnormal against +0: the sign differs
+    assert not approximate.one_step_off(_map(flipped, zero))
+
+
+def test_many_elements_off_is_a_wrong_formula_not_a_boundary():
+    ref = torch.arange(0, 100, dtype=torch.int8)
+    assert not approximate.one_step_off(_map(ref + 1, ref))
+
+
+def test_the_approximate_instructions_are_read_from_ptx_and_amdgcn():
+    ptx = "div.full.f32 %r1, %r2, %r3;\nex2.approx.ftz.f32 %f1, %f2;\ndiv.rn.f32 %f3, %f4, %f5;\nfma.rn.f32 ..."
+    gcn = "v_rcp_f32 v1, v2\nv_div_scale_f32 v3, ...\nv_exp_f32 v4, v5"
+    found = [m.group(1) for m in approximate.APPROXIMATE.finditer(ptx + "\n" + gcn)]
+    assert found == ["div.full.f32", "ex2.approx.ftz.f32", "v_rcp_f32", "v_exp_f32"]   # not div.rn, v_div_scale
+
+
+def test_the_interpreter_computes_exactly_so_no_finding_there():
+    ref = torch.arange(-100, 100, dtype=torch.int8).repeat(20)
+    out = ref.clone()
+    out[7] += 1
+    assert approximate.boundary_codes(None, "interpreter", None, [_map(out, ref)]) == []
