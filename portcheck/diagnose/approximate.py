@@ -22,7 +22,7 @@ import torch
 from ..cases import Case
 from ..targets.runtime import TARGETS
 from .finding import CORRELATED, Finding
-from .rerun import OutputMap, Run
+from .rerun import OutputMap, Run, captured
 
 APPROXIMATE = re.compile(r"\b((?:ex2|lg2|sin|cos|sqrt|rsqrt|rcp|tanh)\.approx(?:\.ftz)?\.f32"
                          r"|div\.(?:full|approx)(?:\.ftz)?\.f32"
@@ -60,14 +60,8 @@ def one_step_off(m: OutputMap) -> bool:
 def instructions(case: Case, args: dict) -> dict[str, int]:
     """The approximate instructions in the compiled code of the case's launches on `args` (the
     kernels their cache already holds), counted by mnemonic; {} when none can be read."""
-    from ..compile.capture import recording
-    outs = {name: torch.empty(shape, dtype=dtype, device=next(
-        (v.device for v in args.values() if isinstance(v, torch.Tensor)), "cpu"))
-        for name, (shape, dtype) in case.outputs(args).items()}
-    try:
-        with recording() as rec:
-            case.launch(args, outs)
-    except Exception:   # a launcher that needs its kernel's results: nothing to read
+    rec = captured(case, args)
+    if rec is None:   # a launcher that needs its kernel's results: nothing to read
         return {}
     found: dict[str, int] = {}
     for kernel, kargs, kwargs in rec.raw:

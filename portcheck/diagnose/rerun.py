@@ -117,9 +117,9 @@ def run(case: Case, target_name: str, spec: dict) -> Run:
     return Run(spec, args, args64, maps)
 
 
-def launch_tiles(case: Case, args: dict) -> dict[str, int]:
-    """The power-of-two constexprs (BLOCK, BLOCK_M, ...) of the case's launches, captured without
-    running them; {} when the launch cannot be captured."""
+def captured(case: Case, args: dict):
+    """The recorder (compile.capture) of the case's launches on `args`, noted without running
+    them; None when the launcher needs its kernel's results."""
     from ..compile.capture import recording
     outs = {name: torch.empty(shape, dtype=dtype, device=next(
         (v.device for v in args.values() if isinstance(v, torch.Tensor)), "cpu"))
@@ -127,7 +127,16 @@ def launch_tiles(case: Case, args: dict) -> dict[str, int]:
     try:
         with recording() as rec:
             case.launch(args, outs)
-    except Exception:   # a launcher that needs its kernel's results: no tile sizes, inferred instead
+    except Exception:
+        return None
+    return rec
+
+
+def launch_tiles(case: Case, args: dict) -> dict[str, int]:
+    """The power-of-two constexprs (BLOCK, BLOCK_M, ...) of the case's launches, captured without
+    running them; {} when the launch cannot be captured (the tile sizes are inferred instead)."""
+    rec = captured(case, args)
+    if rec is None:
         return {}
     tiles = {}
     for variant in rec.variants():
