@@ -1,8 +1,9 @@
 """Guard bands: every tensor a check hands a kernel sits inside a larger allocation whose extra
 bytes are filled with a known pattern, so an out-of-bounds access is caught, not left to luck.
 
-Outputs get a sentinel byte before and after them; any changed guard byte after the launch is an
-out-of-bounds write. Inputs are re-homed with the same strides into an allocation whose guards,
+Outputs get a sentinel byte before and after them (on a check's second launch, a float output gets
+-0.0 there, which an out-of-bounds atomic add of +0.0 changes); any changed guard byte after the
+launch is an out-of-bounds write. Inputs are re-homed with the same strides into an allocation whose guards,
 and whose gaps (storage a strided view does not cover: a padded row), hold poison (NaN, the
 format's NaN code for fp8, the type minimum for integers), so an unmasked read puts poison in the
 output; and the whole allocation is compared bit for bit after the launch, so a write into an
@@ -32,6 +33,12 @@ MIN_GUARD_BYTES = 4096     # at least this much guard before and after each allo
 # runner's far rows, 2**31 elements apart, would take tens of GB)
 REHOME_LIMIT_BYTES = 2**31
 OUTPUT_GUARD_BYTE = 0xA5   # outside outputs: a sentinel that no kernel writes by accident
+# outside a float output on a check's second launch: -0.0 in the output's format, which an atomic
+# add of +0.0 (a masked-off lane's contribution past the end, tl.atomic_add without its mask) turns
+# into +0.0; the sentinel, a number, comes out of that add unchanged, so such a bug writes nothing
+# a guard of the sentinel sees
+NEGATIVE_ZERO = {torch.float64: -(2**63), torch.float32: -(2**31), torch.float16: -(2**15),
+                 torch.bfloat16: -(2**15), torch.float8_e4m3fn: 0x80, torch.float8_e5m2: 0x80}
 
 _BITS_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -199,28 +206,35 @@ class GuardedOutput:
     raw: torch.Tensor        # the whole uint8 allocation
     start: int               # byte index of the output in raw
     nbytes: int
+    fill: torch.Tensor       # one guard element's bytes (uint8): the sentinel byte, or -0.0
 
     def violations(self) -> list[str]:
         """'out-of-bounds write: ...' for each guard band with changed bytes."""
-        changed = self.raw != OUTPUT_GUARD_BYTE
-        return _band_writes(self.name, changed[:self.start], changed[self.start + self.nbytes:])
+        expected = torch.empty_like(self.raw[:self.start])
+        _fill(expected, self.fill, 0)   # the bands end and start on element boundaries
+        before = self.raw[:self.start] != expected
+        after = self.raw[self.start + self.nbytes:] != expected[:self.raw.numel() - self.start - self.nbytes]
+        return _band_writes(self.name, before, after)
 
     def spans(self) -> list[tuple]:
         return _spans(f"output {self.name}", self.raw, self.start, self.nbytes, self.tensor.element_size())
 
 
-def guarded_output(name: str, shape, dtype: torch.dtype, device) -> GuardedOutput:
-    """A poisoned contiguous output inside guard bands of OUTPUT_GUARD_BYTE."""
+def guarded_output(name: str, shape, dtype: torch.dtype, device, negative_zero: bool = False) -> GuardedOutput:
+    """A poisoned contiguous output inside guard bands of OUTPUT_GUARD_BYTE, or, with
+    `negative_zero` and a float output, of -0.0 in its format (NEGATIVE_ZERO)."""
     like = torch.empty(tuple(shape), dtype=dtype, device="meta")
     width = like.element_size()
     nbytes = max(1, like.numel()) * width
     largest = max((s * width for s in like.stride()), default=0)
     guard = _guard_bytes(largest)
     raw, start = _allocate(guard + nbytes + guard, device, 0)
-    raw.fill_(OUTPUT_GUARD_BYTE)
-    tensor = poison_output(_typed(raw, start + guard, like))
+    fill = pattern(dtype, NEGATIVE_ZERO) if negative_zero and dtype in NEGATIVE_ZERO \
+        else torch.tensor([OUTPUT_GUARD_BYTE], dtype=torch.uint8)
     region = raw[start:start + guard + nbytes + guard]
-    return GuardedOutput(name, tensor, region, guard, like.numel() * width)
+    _fill(region, fill, 0)
+    tensor = poison_output(_typed(raw, start + guard, like))
+    return GuardedOutput(name, tensor, region, guard, like.numel() * width, fill)
 
 
 # ---- inputs ------------------------------------------------------------------------------------

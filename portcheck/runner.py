@@ -110,12 +110,14 @@ class PhaseClock:
 NO_CLOCK = PhaseClock()
 
 
-def _outputs(case: Case, args: dict, device: str, guarded: bool):
-    """Fresh poisoned outputs, and their guard bands (none when guards are off)."""
+def _outputs(case: Case, args: dict, device: str, guarded: bool, launch: int = 0):
+    """Fresh poisoned outputs, and their guard bands (none when guards are off): of the sentinel
+    byte on a first launch, of -0.0 around float outputs on the next (guards.NEGATIVE_ZERO)."""
     shapes = case.outputs(args)
     if not guarded:
         return {n: poisoned(shape, dtype, device) for n, (shape, dtype) in shapes.items()}, []
-    bands = [guards.guarded_output(n, shape, dtype, device) for n, (shape, dtype) in shapes.items()]
+    bands = [guards.guarded_output(n, shape, dtype, device, negative_zero=launch % 2 == 1)
+             for n, (shape, dtype) in shapes.items()]
     return {b.name: b.tensor for b in bands}, bands
 
 
@@ -186,7 +188,7 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
     runs, violations, allocated, notes = [], [], 0, []
     for launch in range(checks.launches):
         with clock.timing("launches"):
-            outs, bands = _outputs(case, args, device, checks.guards)
+            outs, bands = _outputs(case, args, device, checks.guards, launch)
             try:
                 with _program_order(target_name, spec, launch), guards.poisoned_allocations() as allocations, \
                         _memory_watch(target_name, launch, checks, [*bands, *input_bands]) as watch, \

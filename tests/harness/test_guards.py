@@ -44,6 +44,11 @@ PLANTED = {  # case -> the words its failure must contain, given the failing inp
                                         f"(from byte {-4 * spec['cols']} to -1 relative to its start)"),
     "planted_past_end": lambda spec: "out-of-bounds write: 4 bytes after y (from byte 0 to 3 past its end)",
     "planted_k_tail": lambda spec: "out-of-bounds read: output elements depend on memory outside input",
+    # the lanes past the end add +0.0: the memory watch sees it on the interpreter; on a GPU only
+    # the second launch's guards of -0.0 do
+    # (the sign byte of each of the k elements after the end, k lanes past cols)
+    "planted_atomic_tail": lambda spec: (lambda k: f"out-of-bounds write: {k} bytes after y (from byte 3 to "
+                                         f"{4 * k - 1} past its end)")((1 << (spec["cols"] - 1).bit_length()) - spec["cols"]),
     "planted_scratch": lambda spec: (f"total: read before written: {spec.get('totals', 1)} of {spec.get('totals', 1)} "
                                      "elements (first at [0]) depend on memory the launcher allocated itself"),
 }
@@ -141,6 +146,20 @@ def test_an_output_sits_256_byte_aligned_between_guards_that_catch_a_write(devic
     assert band.violations() == []
     _storage_view(band.tensor, -5, 5).fill_(0.0)   # the row before
     assert band.violations() == ["out-of-bounds write: 20 bytes before y (from byte -20 to -1 relative to its start)"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn])
+def test_a_second_launchs_guards_hold_negative_zero_which_an_added_zero_changes(device, dtype):
+    # an unmasked tl.atomic_add whose lanes past the end add 0.0: the sentinel, a number, comes
+    # out of that add unchanged; -0.0 + 0.0 is +0.0
+    for negative_zero, caught in ((False, False), (True, True)):
+        band = guards.guarded_output("y", (4,), dtype, device, negative_zero=negative_zero)
+        assert band.violations() == []
+        after = _storage_view(band.tensor, 4, 1)
+        after.copy_((after.float() + 0.0).to(dtype))   # what the stray lane's atomic add leaves
+        sign = band.tensor.element_size() - 1   # the element's last byte (little-endian) holds its sign
+        assert band.violations() == ([f"out-of-bounds write: 1 bytes after y (from byte {sign} to {sign} "
+                                      "past its end)"] if caught else [])
 
 
 def test_inputs_keep_strides_offsets_and_alignment_and_their_gaps_hold_poison(device):

@@ -10,6 +10,7 @@ otherwise. Each bug is one that output comparison alone misses or catches only b
   planted_race         a read-modify-write of a total by many programs: order-dependent
   planted_atomic       fp32 atomic_add totals, not declared nondeterministic
   planted_scratch      atomic_add totals into a scratch buffer from torch.empty, assumed zero
+  planted_atomic_tail  column sums by atomic_add without its mask: the lanes past the end add 0.0
 The `*_ok` cases are the same kernels done right (planted_atomic_ok declares itself
 nondeterministic; both planted_scratch cases do, and the right one zeroes its scratch).
 """
@@ -237,6 +238,44 @@ def _total_tolerance(args, refs, dtype):
                                "rtol = u(fp32); atol = (n + 1) u(fp32) sum |x| over each total's n terms")}
 
 
+# ---- (e) column sums whose atomic_add has no mask ------------------------------------------------
+
+@triton.jit
+def colsum_kernel(x_ptr, y_ptr, rows, cols, MASKED: tl.constexpr, BLOCK: tl.constexpr):
+    c = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + tl.program_id(0) * cols + c, mask=c < cols, other=0.0)
+    if MASKED:
+        tl.atomic_add(y_ptr + c, x, mask=c < cols)
+    else:
+        tl.atomic_add(y_ptr + c, x)   # the lanes past cols add their 0.0 past y's end
+
+
+def _colsum_inputs(dtype, max_elements):
+    return st.fixed_dictionaries({"dtype": st.just(dtype), "rows": st.integers(1, 4), "cols": st.integers(1, 40),
+                                  "seed": st.integers(0, 99)})
+
+
+def _colsum_make(spec, device):
+    g = torch.Generator().manual_seed(spec["seed"])
+    return {"x": torch.randn(spec["rows"], spec["cols"], generator=g).to(device)}
+
+
+def _colsum_launch(masked):
+    def launch(args, outs):
+        rows, cols = args["x"].shape
+        outs["y"].zero_()
+        colsum_kernel[(rows,)](args["x"], outs["y"], rows, cols, MASKED=masked,
+                               BLOCK=triton.next_power_of_2(cols))
+    return launch
+
+
+def _colsum_tolerance(args, refs, dtype):
+    x = args["x"]
+    u = 2.0 ** -24
+    return {"y": Tolerance(u, x.shape[0] * u * x.abs().sum(0) + x.shape[0] * 2.0 ** -126,
+                           "rtol = u(fp32); atol = n u(fp32) sum |x| + n tiny(fp32) over each column's n rows")}
+
+
 # ---- registration -----------------------------------------------------------------------------
 
 def _case(name, inputs, make, outputs, launch, oracle, tolerance, **extra):
@@ -261,3 +300,6 @@ for suffix, right in (("", False), ("_ok", True)):
     _case(f"planted_scratch{suffix}", _total_inputs, _total_make, _total_outputs,
           _total_launch("scratch_zeroed" if right else "scratch"), _total_oracle, _total_tolerance,
           nondeterministic=True)
+    _case(f"planted_atomic_tail{suffix}", _colsum_inputs, _colsum_make,
+          lambda a: {"y": ((a["x"].shape[1],), torch.float32)}, _colsum_launch(right),
+          lambda a: {"y": a["x"].sum(0)}, _colsum_tolerance, nondeterministic=True)
