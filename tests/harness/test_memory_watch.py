@@ -14,6 +14,7 @@ from portcheck import Case, guards, tolerance
 from portcheck.runner import check
 from portcheck.targets.interpreter_builder import builder
 from portcheck.targets.interpreter_memory import Region, watching
+from tests.support.planted_bugs import colsum_kernel
 from portcheck.targets.interpreter_order import shuffled
 from portcheck.targets.runtime import INTERPRETER_ARCH
 
@@ -100,24 +101,14 @@ def test_a_discarded_load_past_an_input_reads_its_guard_band():
         "whatever the outputs show: mask it"]
 
 
-@triton.jit
-def column_sum_kernel(x_ptr, y_ptr, rows, cols, BLOCK: tl.constexpr, MASKED: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    row = tl.load(x_ptr + tl.program_id(0) * cols + offs, mask=offs < cols, other=0.0)
-    if MASKED:
-        tl.atomic_add(y_ptr + offs, row, mask=offs < cols)
-    else:   # the tail lanes add 0.0 past y's end: the band's bytes stay as they were
-        tl.atomic_add(y_ptr + offs, row)
-
-
 @pytest.mark.parametrize("masked", [True, False])
 def test_an_unmasked_atomic_past_an_output_is_out_of_bounds_though_it_changes_nothing(masked):
     x = torch.randn(3, 20)
     out = guards.guarded_output("y", (20,), torch.float32, "cpu")
     out.tensor.zero_()
     with watching([Region(*s) for s in out.spans()]) as watch:
-        column_sum_kernel[(3,)](x, out.tensor, 3, 20, BLOCK=32, MASKED=masked)
-    assert not out.violations()   # the band holds its poison still
+        colsum_kernel[(3,)](x, out.tensor, 3, 20, MASKED=masked, BLOCK=32)
+    assert not out.violations()   # the sentinel band holds its bytes still (-0.0 bands, a second launch's, would not)
     assert watch.findings == ([] if masked else [
         "out-of-bounds atomic: program (0, 0, 0) updates atomically 48 bytes after output y (from byte 0 "
         "past its end, in its guard band) with the atomic's mask on: on a GPU it may fault or change "
