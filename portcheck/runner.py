@@ -476,14 +476,15 @@ def far_rows_obstacle(target_name: str, spec: dict) -> str | None:
 
 
 def _precompile(case: Case, target_name: str, strategy, settings: hypothesis.settings, seed: int | None,
-                checks: Checks, threads: int, also=()) -> None:
+                checks: Checks, threads: int, also=(), strided: bool = True) -> None:
     """Compile the kernels of the examples the check will draw, several at a time, before it
     draws them (portcheck.precompile): the check's launches then find them compiled. With them,
     those of check's strided-input step, which launches the largest passing input with each
     tensor strided in turn: the largest drawn here, where the search keeps to these examples
     (the H200's fp8 matmul checks compiled their strided inputs' pointer kernel one after another
     at launch, some 10 s each in a loaded run, where every other input takes the TMA kernel).
-    `also`: more specs, launched as the examples are, and zero-argument launches, compiled with them."""
+    `also`: more specs, launched as the examples are, and zero-argument launches, compiled with them;
+    `strided`: False where the check has no strided-input step (--as-arch)."""
     device = TARGETS[target_name].device
 
     def launch(spec: dict) -> None:   # as evaluate() launches it, noted instead of run
@@ -501,7 +502,7 @@ def _precompile(case: Case, target_name: str, strategy, settings: hypothesis.set
         specs = precompile.examples(strategy, settings, seed)
         largest = max(specs, key=spec_size, default=None)
         strided_jobs = [functools.partial(launch_strided, largest)] \
-            if largest is not None and COLUMNS_KEY not in largest else []
+            if strided and largest is not None and COLUMNS_KEY not in largest else []
         precompile.ahead([functools.partial(launch, s) for s in specs] + strided_jobs
                          + [item if callable(item) else functools.partial(launch, item) for item in also],
                          threads)
@@ -966,7 +967,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                 if TARGETS[target_name].is_gpu and warm_threads:
                     with clock.timing("compile"):
                         _precompile(case, target_name, strategy, settings, seed, checks or CHECKS, warm_threads,
-                                    also_warm)
+                                    also_warm, strided=not forced)
                 test = hypothesis.given(strategy)(prop)
                 if override is not None and override.action == "xfail":
                     # an expected failure needs no minimal example: skip the costly shrink phase
