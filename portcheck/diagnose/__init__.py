@@ -67,7 +67,7 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
         ("the math regions", lambda: function.math_region(case, run, numeric)),
         ("the centred rows", lambda: offset.centred_rows(case, target, run, failing, deadline)),
         ("the reduction lengths", lambda: reduction.growth(case, target, run, numeric, deadline)),
-        ("the approximate instructions", lambda: approximate.boundary_codes(case, target, run, failing)),
+        ("the approximate instructions", lambda: approximate.boundary_codes(case, target, run, failing, deadline)),
     )
     for name, experiment in experiments:
         try:

@@ -15,7 +15,9 @@ functions exactly, so its codes are the IEEE steps' own.
 """
 from __future__ import annotations
 
+import math
 import re
+import time
 
 import torch
 
@@ -76,10 +78,13 @@ def instructions(case: Case, args: dict) -> dict[str, int]:
     return found
 
 
-def boundary_codes(case: Case, target: str, run: Run, failing: list[OutputMap]) -> list[Finding]:
-    """Outputs one step off in a few elements, where the kernel's code holds approximations."""
+def boundary_codes(case: Case, target: str, run: Run, failing: list[OutputMap],
+                   deadline: float = math.inf) -> list[Finding]:
+    """Outputs one step off in a few elements, where the kernel's code holds approximations. Not
+    after `deadline` (time.monotonic()): reading the code may compile an autotuned kernel's other
+    configurations."""
     off = [m for m in failing if one_step_off(m)]
-    if not off or not TARGETS[target].is_gpu:
+    if not off or not TARGETS[target].is_gpu or time.monotonic() > deadline:
         return []
     found = instructions(case, run.args)
     if not found:
