@@ -3,8 +3,8 @@ bytes are filled with a known pattern, so an out-of-bounds access is caught, not
 
 Outputs get a sentinel byte before and after them (on a check's second launch, a float output gets
 -0.0 there, which an out-of-bounds atomic add of +0.0 changes); any changed guard byte after the
-launch is an out-of-bounds write. Inputs are re-homed with the same strides into an allocation whose guards,
-and whose gaps (storage a strided view does not cover: a padded row), hold poison (NaN, the
+launch is an out-of-bounds write. Inputs are re-homed with the same strides into an allocation
+whose guards, and whose gaps (storage a strided view does not cover: a padded row), hold poison (NaN, the
 format's NaN code for fp8, the type minimum for integers), so an unmasked read puts poison in the
 output; and the whole allocation is compared bit for bit after the launch, so a write into an
 input, its padding or its guards is caught too. Tensors that share storage (aliases, slices of one

@@ -9,9 +9,10 @@ of a rounding boundary: a few elements in millions, which a check sees on the ma
 a GPU (an H200 gave 2 of 4,128,831 fp8 codes one step off for a quantizer that divides with `/`).
 An oracle that follows the kernel's steps in IEEE arithmetic holds the code the IEEE steps give.
 
-GPU targets only: the instructions are read from the failing launch's own compiled code (its
-kernels are in their caches, so nothing compiles). The interpreter computes `/` and the math
-functions exactly, so its codes are the IEEE steps' own.
+GPU targets only: the instructions are read from the failing launch's own compiled code, from
+its kernels' caches (an autotuned kernel's other configurations may compile, within the
+diagnosis's time budget). The interpreter computes `/` and the math functions exactly, so its
+codes are the IEEE steps' own.
 """
 from __future__ import annotations
 
