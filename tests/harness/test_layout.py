@@ -149,3 +149,30 @@ def test_the_checks_find_what_they_look_for():
     assert circles(made_up) == [["portcheck.a", "portcheck.b", "portcheck.c"]]
     assert upward_imports({"portcheck.d": {"portcheck.a"}}, {"a": 1, "d": 0}) == [
         "portcheck.d (layer 0) imports portcheck.a (layer 1)"]
+
+
+def _registering_support_modules() -> set[str]:
+    """The tests/support modules that register cases when imported."""
+    return {f"tests.support.{p.stem}" for p in (ROOT / "tests" / "support").glob("*.py")
+            if "register(" in p.read_text()}
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def test_no_test_module_registers_cases_when_collected():
+    """The kernel suite (tests/kernels/test_kernels.py) runs every case registered at collection:
+    a test module that imports a registering support module at its top level adds its planted
+    bugs to that suite (446f067 did, and CI failed on seven planted cases)."""
+    registering = _registering_support_modules()
+    assert "tests.support.planted_bugs" in registering
+    offenders = {str(p.relative_to(ROOT)): sorted(_top_level_imports(p) & registering)
+                 for p in sorted((ROOT / "tests").rglob("test_*.py"))}
+    assert {k: v for k, v in offenders.items() if v} == {}
