@@ -532,7 +532,8 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
                 tol = tol.scaled(tol_factor, tol_reason)
             comp = compare(name, outs[name], ref, tol)
             comp.tolerance = tol.summary()
-            if explain and input_bands and unexplained_nan(comp):
+            if explain and unexplained_nan(comp) and not _explain_undefined(
+                    case, target_name, spec, name, outs[name].shape, comp) and input_bands:
                 _explain_nan(case, target_name, spec, [b.names for b in input_bands], name,
                              outs[name].shape, comp)
             if explain and allocated and not comp.ok:
@@ -587,6 +588,26 @@ def _explain_nan(case: Case, target_name: str, spec: dict, input_names: list[lis
                     f"{which}: {int(moved.sum())} of {comp.total} elements (first at "
                     f"{flat_to_index(first, shape)}) hold NaN/Inf read from its guards or padding, and "
                     f"turn finite when those hold a finite value; {comp.mismatches} elements out of tolerance")
+
+
+def _explain_undefined(case: Case, target_name: str, spec: dict, name: str, shape, comp: Comparison) -> bool:
+    """A NaN where the reference is finite came from the masked-off lanes of a tl.load without
+    other= (poisoned on the interpreter: targets.interpreter_lanes) if it turns finite when they
+    hold 0: run the example again so and, where it does, say so with the loads' lines."""
+    from .targets import interpreter_lanes
+    if TARGETS[target_name].is_gpu or not interpreter_lanes.installed():
+        return False
+    with interpreter_lanes.zero_filled() as lines:
+        moved = comp.nan_where_finite & _finite_on_rerun(case, target_name, spec, name)
+    if not lines or not bool(moved.any()):
+        return False
+    first = int(moved.nonzero()[0])
+    comp.message = (f"{name}: undefined lanes read: {int(moved.sum())} of {comp.total} elements (first at "
+                    f"{flat_to_index(first, shape)}) hold NaN from the masked-off lanes of tl.load without "
+                    f"other= at {', '.join(lines)}, which the language leaves undefined (NaN here), and turn "
+                    "finite when those lanes hold 0, as today's GPU backends fill them: give other= the value "
+                    f"the computation needs there; {comp.mismatches} elements out of tolerance")
+    return True
 
 
 def _explain_allocated(case: Case, target_name: str, spec: dict, name: str, out: torch.Tensor,

@@ -10,11 +10,13 @@ located > hint).
     random numbers rng.py       the Philox model replayed under the common mistakes
     launch to launch state.py   two more launches of the same inputs: state left behind
     one code off  approximate.py  exact codes a step off, from approximate instructions (GPU code)
+    undefined lanes undefined.py  masked-off lanes of a load without other= (interpreter): 0 again
     across vendors vendors.py   `portcheck diff`: each difference between two runs classified
 
 `diagnose()` runs after a failure only (runner.check), on the failing example: one re-run of it,
 a capture of its launch's tile sizes (not run), two launches one after the other (and, where they
-agree, one of the first input whose first launch was right), two re-runs at
+agree, one of the first input whose first launch was right), on the interpreter one with undefined
+lanes 0, two re-runs at
 other reduction lengths and, for the offset regime, one with the rows centred, on the case's own
 device; the rest is float64 arithmetic on the CPU. A time budget bounds the re-runs beyond the first: they are left out once
 it is spent (the first re-run always runs: it is the evidence every experiment reads, and costs
@@ -27,7 +29,7 @@ import time
 
 from ..cases import Case
 from ..targets.interpreter_grid import GridTooLarge
-from . import approximate, function, magnitude, offset, position, reduction, rerun, rng, state
+from . import approximate, function, magnitude, offset, position, reduction, rerun, rng, state, undefined
 from .finding import FAILED, Finding, ranked
 
 BUDGET_S = 10.0   # seconds for one failure's diagnosis: no re-run at another length starts after it
@@ -60,6 +62,7 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
     experiments = (
         ("the launches one after another", lambda: state.kept_between_launches(
             case, target, run.spec, [m.name for m in failing], right) if time.monotonic() < deadline else []),
+        ("the undefined lanes", lambda: undefined.zero_lanes(case, target, run, failing, deadline)),
         ("the position map", lambda: [f for m in failing for f in position.where(m, tiles(), read_outside)]),
         ("the Philox replay", lambda: rng.mistakes(run, failing, tiles())),
         ("the precision models", lambda: magnitude.precision(case, run, numeric, arch)),

@@ -44,8 +44,9 @@ class Target:
     def describe(self) -> dict:
         """Device name, driver and runtime versions, for provenance."""
         if self.name == "interpreter":   # and whether the numerics layer was on (--raw-interpreter)
-            from .interpreter_numerics import describe
-            return {**_describe(self.name), "numerics": describe()}
+            from . import interpreter_lanes, interpreter_numerics
+            return {**_describe(self.name), "numerics": interpreter_numerics.describe(),
+                    "undefined_lanes": interpreter_lanes.describe()}
         try:   # a device with no row of its own runs as the nearest row of its generation
             why = nearest_row(self.arch())[1]
         except ValueError as exc:   # none fits: its kernels refuse to launch, and the record says why
@@ -160,14 +161,16 @@ def target_env(target_name: str) -> dict:
 
 def select_mode(target_name: str, raw_interpreter: bool = False) -> None:
     """Fix this process's Triton mode for the target; call before importing any kernel module.
-    The interpreter gets portcheck's numerics layer (interpreter_numerics) unless raw_interpreter."""
+    The interpreter gets portcheck's numerics layer (interpreter_numerics) and poisoned undefined
+    lanes (interpreter_lanes) unless raw_interpreter."""
     if target_name == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
         # inputs with inf/NaN are deliberate; numpy's warnings about them are noise here
         import warnings
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
-        from . import interpreter_numerics
-        interpreter_numerics.uninstall() if raw_interpreter else interpreter_numerics.install()
+        from . import interpreter_lanes, interpreter_numerics
+        for layer in (interpreter_numerics, interpreter_lanes):
+            layer.uninstall() if raw_interpreter else layer.install()
         # Checks on the CPU move small tensors (tens of KB): torch's intra-op threads only contend
         # there, with each other and with pytest-xdist's workers. Re-homing one input into guard
         # bands took 0.3 ms with one thread and 34 ms with two on a loaded 2-core machine.

@@ -11,6 +11,8 @@ otherwise. Each bug is one that output comparison alone misses or catches only b
   planted_atomic       fp32 atomic_add totals, not declared nondeterministic
   planted_scratch      atomic_add totals into a scratch buffer from torch.empty, assumed zero
   planted_atomic_tail  column sums by atomic_add without its mask: the lanes past the end add 0.0
+  planted_undefined_lanes  row sums of a masked load without other=: the lanes past the end are
+                       undefined (0 on today's GPUs and in Triton's own interpreter)
 The `*_ok` cases are the same kernels done right (planted_atomic_ok declares itself
 nondeterministic; both planted_scratch cases do, and the right one zeroes its scratch).
 """
@@ -276,6 +278,33 @@ def _colsum_tolerance(args, refs, dtype):
                            "rtol = u(fp32); atol = n u(fp32) sum |x| + n tiny(fp32) over each column's n rows")}
 
 
+# ---- (f) row sums of a masked load without other= ------------------------------------------------
+
+@triton.jit
+def rowsum_kernel(x_ptr, y_ptr, cols, DEFINED: tl.constexpr, BLOCK: tl.constexpr):
+    c = tl.arange(0, BLOCK)
+    ptrs = x_ptr + tl.program_id(0) * cols + c
+    if DEFINED:
+        x = tl.load(ptrs, mask=c < cols, other=0.0)
+    else:
+        x = tl.load(ptrs, mask=c < cols)   # the lanes past cols: undefined in the language
+    tl.store(y_ptr + tl.program_id(0), tl.sum(x, axis=0))
+
+
+def _rowsum_launch(defined):
+    def launch(args, outs):
+        rows, cols = args["x"].shape
+        rowsum_kernel[(rows,)](args["x"], outs["y"], cols, DEFINED=defined, BLOCK=triton.next_power_of_2(cols))
+    return launch
+
+
+def _rowsum_tolerance(args, refs, dtype):
+    x = args["x"]
+    u = 2.0 ** -24
+    return {"y": Tolerance(u, x.shape[1] * u * x.abs().sum(1),
+                           "rtol = u(fp32); atol = n u(fp32) sum |x| over each row's n columns")}
+
+
 # ---- registration -----------------------------------------------------------------------------
 
 def _case(name, inputs, make, outputs, launch, oracle, tolerance, **extra):
@@ -303,3 +332,6 @@ for suffix, right in (("", False), ("_ok", True)):
     _case(f"planted_atomic_tail{suffix}", _colsum_inputs, _colsum_make,
           lambda a: {"y": ((a["x"].shape[1],), torch.float32)}, _colsum_launch(right),
           lambda a: {"y": a["x"].sum(0)}, _colsum_tolerance, nondeterministic=True)
+    _case(f"planted_undefined_lanes{suffix}", _colsum_inputs, _colsum_make,
+          lambda a: {"y": ((a["x"].shape[0],), torch.float32)}, _rowsum_launch(right),
+          lambda a: {"y": a["x"].sum(1)}, _rowsum_tolerance)
