@@ -25,8 +25,12 @@ PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381)
 # (offset_ratio()), where a one-pass variance E[x^2] - E[x]^2 cancels. "zeros" makes the first
 # row and about half the others all zero (padding tokens), where a scale or a norm taken from the
 # row divides by zero. "special" puts +-inf and NaN among normal values and belongs only to
-# kernels whose result is defined for them.
-REGIMES = ("normal", "large", "tiny", "equal", "offset", "zeros", "special")
+# kernels whose result is defined for them. "ties" puts values on the midpoints between the codes
+# of a quantized format once a row is scaled by its absmax over the format's largest code
+# (tie_values()), where rounding half away from zero, or half up, differs from round-half-to-even.
+REGIMES = ("normal", "large", "tiny", "equal", "offset", "zeros", "ties", "special")
+# the formats a "ties" row probes, one per row in turn: int8 and the fp8 codes of both vendors
+TIE_FORMATS = (torch.int8, torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz)
 # offset's largest ratio of a row's offset to its spread: 2**12 leaves an fp32 accumulator's
 # E[x^2] - E[x]^2 about one unit of the variance (u(fp32) * 2**24)
 OFFSET_MOST_LOG2 = 12
@@ -197,10 +201,55 @@ def integers(low: int, high: int, shape, gen: torch.Generator) -> torch.Tensor:
     return torch.randint(low, high, tuple(shape), generator=on_device, device=device, dtype=torch.int64)
 
 
+def code_grid(out_dtype: torch.dtype) -> torch.Tensor:
+    """The non-negative finite values of a quantized format (int8, an fp8), ascending (float64)."""
+    if not out_dtype.is_floating_point:
+        return torch.arange(0, torch.iinfo(out_dtype).max + 1, dtype=torch.float64)
+    v = torch.arange(128, dtype=torch.uint8).view(out_dtype).to(torch.float64)
+    return torch.unique(v[torch.isfinite(v)])
+
+
+def tie_values(shape, dtype: str, formats, gen: torch.Generator, per_row: bool = True) -> torch.Tensor:
+    """Values (float64) that land exactly on the midpoints between neighbouring codes after scaling.
+
+    Each row (or the tensor, per_row=False) holds +-qmax * 2^k at its first element, qmax its
+    format's largest code, so a scale of absmax / qmax is exactly 2^k and x / scale, or x times
+    1 / scale, is exact: the rest are midpoints (and some codes) times 2^k, which only
+    round-half-to-even places right. Row r probes formats[r % len(formats)] (every row the first,
+    per tensor). All are exact in fp16 and bf16 (at most 8 significant bits, within range)."""
+    rows, cols = shape
+    which = torch.arange(rows) % len(formats) if per_row else torch.zeros(rows, dtype=torch.long)
+    pick = torch.rand(rows, cols, generator=gen, dtype=torch.float64)
+    sign = torch.where(torch.rand(rows, cols, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+    level = torch.rand(rows if per_row else 1, 1, generator=gen, dtype=torch.float64).expand(rows, 1)
+    x = torch.empty(rows, cols, dtype=torch.float64)
+    for j, out_dtype in enumerate(formats[:len(formats) if per_row else 1]):
+        sel = which == j
+        if not bool(sel.any()):
+            continue
+        grid = code_grid(out_dtype)
+        qmax = float(grid[-1])
+        mids = torch.cat([(grid[1:] + grid[:-1]) / 2, grid[1:]])
+        # k from -4 to the largest with qmax * 2^k finite in the input format, at most 3
+        top = min(3, math.floor(math.log2(torch.finfo(fmt(dtype).torch_dtype).max / qmax)))
+        k = torch.floor(level[sel] * (top + 5)) - 4
+        x[sel] = mids[(pick[sel] * mids.numel()).long().clamp_(max=mids.numel() - 1)] * sign[sel] * torch.exp2(k)
+        if per_row:
+            x[sel, 0] = sign[sel, 0] * qmax * torch.exp2(k[:, 0])
+        elif rows:
+            x[0, 0] = qmax * float(torch.exp2(k[0, 0]))
+    return x
+
+
 def values(shape, dtype: str, regime: str, gen: torch.Generator, scale: float = 1.0) -> torch.Tensor:
     """A tensor in `dtype` drawn from a regime (on the CPU unless inside drawn_on); last
-    dimension = one row. Works in place on the float64 draw: it is the size of the input."""
+    dimension = one row. Works in place on the float64 draw: it is the size of the input.
+    "ties" ignores `scale`: its values are exact only as drawn."""
     f = fmt(dtype)
+    if regime == "ties":
+        rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
+        cols = shape[-1] if shape else 1
+        return tie_values((rows, cols), dtype, TIE_FORMATS, gen).reshape(shape).to(f.torch_dtype)
     base = normal(shape, gen, scale)
     if regime == "large":
         # large but finite in the format, so a missing max-subtraction or a naive sum of squares shows

@@ -9,7 +9,8 @@ located > hint).
     which function function.py  a declared function's weak region; GELU's two forms
     random numbers rng.py       the Philox model replayed under the common mistakes
     launch to launch state.py   two more launches of the same inputs: state left behind
-    one code off  approximate.py  exact codes a step off, from approximate instructions (GPU code)
+    one code off  approximate.py  exact codes a step off, from approximate instructions (GPU code),
+                                 or at the ties regime's midpoints, from the rounding of ties
     undefined lanes undefined.py  masked-off lanes of a load without other= (interpreter): 0 again
     across vendors vendors.py   `portcheck diff`: each difference between two runs classified
 
@@ -71,6 +72,7 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
         ("the centred rows", lambda: offset.centred_rows(case, target, run, failing, deadline)),
         ("the reduction lengths", lambda: reduction.growth(case, target, run, numeric, deadline)),
         ("the approximate instructions", lambda: approximate.boundary_codes(case, target, run, failing, deadline)),
+        ("the rounding of ties", lambda: approximate.tie_rounding(run, failing)),
     )
     for name, experiment in experiments:
         try:

@@ -1,5 +1,5 @@
 """An exact output off by one step in a few elements, from a kernel that rounds through
-approximate instructions.
+approximate instructions; or in many, on the "ties" regime, from the rounding of ties.
 
 Triton lowers an fp32 `/` to div.full.f32 on NVIDIA (PTX ISA: 2 ULP, not IEEE's div.rn), tl.exp
 and tl.exp2 to ex2.approx, 1 / sqrt to rsqrt.approx, and AMD's v_rcp_f32, v_exp_f32, ... are
@@ -38,13 +38,14 @@ FIXES = (("div", "tl.math.div_rn for an IEEE division"), ("rcp", "tl.math.div_rn
          ("v_rsq", "tl.math.div_rn(1.0, tl.math.sqrt_rn(x))"))
 
 
-def one_step_off(m: OutputMap) -> bool:
-    """An exact output whose few differing elements are each one step from the reference: the
-    next integer, or the next code of a float format (same sign, neighbouring bit patterns)."""
+def one_step_off(m: OutputMap, few: float = FEW) -> bool:
+    """An exact output whose differing elements, at most a `few` share, are each one step from the
+    reference: the next integer, or the next code of a float format (same sign, neighbouring bit
+    patterns)."""
     if not m.exact or not m.failing:
         return False
     bad = m.bad
-    if float(bad.float().mean()) > FEW:
+    if float(bad.float().mean()) > few:
         return False
     got, ref = m.out[bad], m.ref.to(m.out.dtype)[bad]
     if got.is_floating_point():
@@ -98,3 +99,19 @@ def boundary_codes(case: Case, target: str, run: Run, failing: list[OutputMap],
                     + ", where the oracle's steps are IEEE",
                     f"{int(m.bad.sum())} of {m.out.numel()} elements, each one step from the reference",
                     CORRELATED, m.name) for m in off]
+
+
+def tie_rounding(run: Run, failing: list[OutputMap]) -> list[Finding]:
+    """Codes one step off on an input of the "ties" regime (strategies.tie_values: values on the
+    midpoints between codes once scaled by their absmax): a rounding that breaks ties otherwise
+    than the oracle's half to even. Any target: the interpreter's arithmetic is the IEEE steps'."""
+    if run.spec.get("regime") != "ties":
+        return []
+    return [Finding("approximate",
+                    "ties rounded otherwise than half to even: the input puts values on the midpoints "
+                    "between codes, and the codes one step off are there (libdevice.round and "
+                    "floor(x + 0.5) round half away or up; libdevice.rint, or adding and subtracting "
+                    "1.5 * 2^23 in fp32, round half to even)",
+                    f"{int(m.bad.sum())} of {m.out.numel()} elements, each one step from the reference, "
+                    "on the ties regime", CORRELATED, m.name)
+            for m in failing if one_step_off(m, few=1.0)]

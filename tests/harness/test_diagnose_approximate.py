@@ -54,3 +54,15 @@ def test_the_interpreter_computes_exactly_so_no_finding_there():
     out = ref.clone()
     out[7] += 1
     assert approximate.boundary_codes(None, "interpreter", None, [_map(out, ref)]) == []
+
+
+def test_codes_one_step_off_on_the_ties_regime_name_the_rounding_of_ties():
+    from portcheck.diagnose.rerun import Run
+    ref = torch.tensor([0, 2, 2, -2, 4, 5], dtype=torch.int8)     # 0.5, 1.5, 2.5, -2.5, 3.5 half to even; 5
+    away = torch.tensor([1, 2, 3, -3, 4, 5], dtype=torch.int8)    # half away from zero: half the codes
+    on_ties = Run({"regime": "ties"}, {}, {}, {})
+    found = approximate.tie_rounding(on_ties, [_map(away, ref)])
+    assert [f.kind for f in found] == ["approximate"] and "half to even" in found[0].cause
+    assert "3 of 6 elements" in found[0].evidence
+    assert approximate.tie_rounding(Run({"regime": "normal"}, {}, {}, {}), [_map(away, ref)]) == []
+    assert approximate.tie_rounding(on_ties, [_map(ref + 2, ref)]) == []   # two steps: not a tie

@@ -111,3 +111,21 @@ def test_a_regime_the_search_left_out_runs_on_its_largest_passing_input():
     r = check(case, "interpreter", INTERPRETER_ARCH, "fp32", settings=one, max_elements=1024)
     assert r.verdict == "fail", r.message
     assert seen[0] == "normal" and r.failing_input["regime"] == "zeros"   # the search drew normal only
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+def test_ties_rows_sit_on_midpoints_between_codes_once_scaled_by_their_absmax(dtype):
+    """Row r probes TIE_FORMATS[r % 4]: its absmax over the format's largest code is a power of two,
+    and the scaled values hold midpoints, where rounding half away from zero differs from even."""
+    x = S.values((8, 200), dtype, "ties", S.generator(5)).double()
+    assert torch.equal(x, S.tie_values((8, 200), dtype, S.TIE_FORMATS, S.generator(5)))   # exact in the format
+    for r, row in enumerate(x):
+        out = S.TIE_FORMATS[r % len(S.TIE_FORMATS)]
+        grid = S.code_grid(out)
+        scale = row.abs().max() / grid[-1]
+        assert float(torch.log2(scale)).is_integer()
+        y = (row / scale).abs()
+        below = grid[(torch.searchsorted(grid, y, right=True) - 1).clamp(max=grid.numel() - 2)]
+        above = grid[(torch.searchsorted(grid, y, right=True)).clamp(max=grid.numel() - 1)]
+        ties = (y - below == above - y) & (above > below)
+        assert float(ties.double().mean()) > 0.3, (out, row[:8])

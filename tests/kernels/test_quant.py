@@ -7,6 +7,7 @@ import torch
 from triton.backends.compiler import GPUTarget
 
 from tests.support.launching import DEVICE, forbid_launches, needs_device
+from portcheck import strategies as S
 from portcheck.kernels import quant as Q
 from portcheck.kernels.quant import launcher as Q_launcher
 from portcheck.oracles import fp8 as fp8_ref
@@ -186,7 +187,7 @@ def test_empty_inputs_launch_nothing():
 
 def test_tie_regime_exercises_round_half_to_even():
     """The 'ties' inputs really sit on midpoints: half-away-from-zero rounding would differ."""
-    x = Q.tie_values((8, 300), "bf16", torch.int8, torch.Generator().manual_seed(5), per_row=True)
+    x = S.tie_values((8, 300), "bf16", (torch.int8,), torch.Generator().manual_seed(5)).to(torch.bfloat16)
     ref = quant_ref.quantize_per_token(x.double(), "int8")
     scaled = x.double() / ref["scale"]
     away = torch.sign(scaled) * torch.floor(scaled.abs() + 0.5)

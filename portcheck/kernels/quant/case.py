@@ -22,41 +22,10 @@ from .launcher import (FP8_DTYPES, IN_DTYPES, dequant, device_fp8, fp8_for, min_
 QUANT_REGIMES = ("normal", "large", "tiny", "equal", "zeros", "special", "ties")
 
 
-def _positive_grid(out_dtype: torch.dtype) -> torch.Tensor:
-    """The non-negative values of the output format up to qmax, ascending (float64)."""
-    if out_dtype == torch.int8:
-        return torch.arange(0, 128, dtype=torch.float64)
-    v = fp8_ref.decode(torch.arange(128, dtype=torch.uint8), fp8_ref.fp8_format(out_dtype))
-    return torch.unique(v[torch.isfinite(v)])
-
-
-def tie_values(shape, dtype: str, out_dtype: torch.dtype, gen: torch.Generator, per_row: bool) -> torch.Tensor:
-    """Values that land exactly on the midpoints between neighbouring codes after scaling.
-
-    Each row (or the tensor) holds +-qmax * 2^k at its first element, so its scale is exactly
-    2^k and x * (1/scale) is exact: the rest are midpoints (and some grid values) times 2^k,
-    which only round-half-to-even places right. All are exact in fp16 and bf16 (<= 8 bits)."""
-    rows, cols = shape
-    grid = _positive_grid(out_dtype)
-    qmax = float(grid[-1])
-    mids = torch.cat([(grid[1:] + grid[:-1]) / 2, grid[1:]])
-    pick = mids[torch.randint(0, mids.numel(), (rows, cols), generator=gen)]
-    sign = torch.where(torch.rand(rows, cols, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
-    # largest k with qmax * 2^k finite in the input format, at most 3
-    top = min(3, int(torch.floor(torch.log2(torch.tensor(torch.finfo(fmt(dtype).torch_dtype).max / qmax)))))
-    k = torch.randint(-4, top + 1, (rows if per_row else 1, 1), generator=gen).to(torch.float64)
-    x = pick * sign * torch.exp2(k)
-    if per_row:
-        x[:, 0] = sign[:, 0] * qmax * torch.exp2(k[:, 0])
-    else:
-        x[0, 0] = qmax * float(torch.exp2(k[0, 0]))
-    return x.to(fmt(dtype).torch_dtype)
-
-
 def quant_values(spec: dict, out_dtype: torch.dtype, gen: torch.Generator, per_row: bool) -> torch.Tensor:
     shape = (spec["rows"], spec["cols"])
     if spec["regime"] == "ties":
-        return tie_values(shape, spec["dtype"], out_dtype, gen, per_row)
+        return S.tie_values(shape, spec["dtype"], (out_dtype,), gen, per_row).to(fmt(spec["dtype"]).torch_dtype)
     return S.values(shape, spec["dtype"], spec["regime"], gen)
 
 
