@@ -52,6 +52,10 @@ What the layer does, and why it models the GPU:
   - `tl.argmax` / `tl.argmin` with tie_break_left=False return the last of equal elements: each
     combine keeps its second operand on a tie, so a GPU's reduction ends on a later index, where
     Triton 3.9's interpreter returns the first (and 3.6's, combining in Python, the last).
+  - `tl.maximum`, `tl.minimum` and `tl.clamp` without propagate_nan=ALL drop a NaN operand, as
+    the maxnum / minnum they lower to do on both vendors (relu(NaN) is 0 on a GPU); Triton 3.6's
+    interpreter kept it (np.maximum, np.clip), 3.9's drops it too. A bf16 or fp8 clamp clamps
+    values, where both releases' np.clip with propagate_nan=ALL compared the storage codes.
   - Float scalar arguments become fp32 scalars, as the JIT's specialization makes them (ints are
     already i32 / u32 / i64 / u64 by range in Triton's own code), and an integer argument equal to
     1 becomes tl.constexpr(1) where the JIT makes it one (no type annotation, not in
@@ -87,8 +91,9 @@ import numpy as np
 
 from ..errors import UsageError
 
-LAYER_VERSION = 3   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
-                    # in a rounded tree, tf32 dot operands rounded, argmax ties without tie_break_left
+LAYER_VERSION = 4   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
+                    # in a rounded tree, tf32 dot operands rounded, argmax ties without tie_break_left;
+                    # 4: maxnum / minnum / clamp drop NaN on Triton 3.6 as on 3.9 and the GPUs
 DESCRIPTION = f"faithful bf16/fp8 layer v{LAYER_VERSION}"
 TRITON_VERSIONS = ("3.6.0", "3.9.0")   # interpreter.py read and tested for each
 
@@ -106,6 +111,9 @@ _PATCH_POINTS = (
     ("InterpreterBuilder", "unary_op", ("self", "arg", "op")),
     ("InterpreterBuilder", "create_fma", ("self", "x", "y", "z")),
     ("InterpreterBuilder", "create_dot", ("self", "a", "b", "d", "input_precision", "max_num_imprecise_acc")),
+    ("InterpreterBuilder", "create_maxnumf", ("self", "lhs", "rhs")),
+    ("InterpreterBuilder", "create_minnumf", ("self", "lhs", "rhs")),
+    ("InterpreterBuilder", "create_clampf", ("self", "arg", "lo", "hi", "propagate_nans")),
     ("ReduceOps", "sum", ("self", "input")),
     ("ReduceOps", "min_max", ("self", "input", "val_reduce_op", "idx_reduce_op")),
     ("ReduceOps", "apply_impl", ("self", "input")),
@@ -279,6 +287,7 @@ def _replacements(interp):
     apply_reduce = reduce_ops.apply_impl
     run = interp.InterpretedFunction.run
     RTZ = interp._ir.ROUNDING_MODE.RTZ
+    NAN_NONE = interp._ir.PROPAGATE_NAN.NONE
     TF32 = interp._ir.INPUT_PRECISION.TF32
     fast_max = getattr(tl.standard, "_argmax_combine_tie_break_fast", None)
     fast_min = getattr(tl.standard, "_argmin_combine_tie_break_fast", None)
@@ -333,6 +342,22 @@ def _replacements(interp):
         out = d.dtype.scalar
         data = encode(acc, out) if _fmt(out) else acc.astype(interp._get_np_dtype(out))
         return TensorHandle(data, out)
+
+    # tl.maximum / tl.minimum / tl.clamp without propagate_nan=ALL lower to maxnum / minnum (PTX
+    # max.f32, AMD's v_max_f32): a NaN operand gives the other one, so relu(NaN) is 0 on a GPU.
+    # Triton 3.6's interpreter took np.maximum and np.clip, which keep the NaN (3.9 takes fmax)
+    def new_maxnumf(self, lhs, rhs):
+        return self.binary_op(lhs, rhs, np.fmax)
+
+    def new_minnumf(self, lhs, rhs):
+        return self.binary_op(lhs, rhs, np.fmin)
+
+    def new_clampf(self, arg, lo, hi, propagate_nans):
+        # through binary_op, so that bf16 and fp8 clamp their values (np.clip took the codes)
+        clamped = self.binary_op(self.binary_op(arg, lo, np.fmax), hi, np.fmin)
+        if propagate_nans == NAN_NONE:
+            return clamped
+        return self.binary_op(clamped, arg, lambda c, x: np.where(np.isnan(x), x, c))
 
     def new_sum(self, input):
         fmt = input.dtype.scalar if _fmt(input.dtype) else None
@@ -409,7 +434,7 @@ def _replacements(interp):
                        if self.name in fnuz else to_ir(self, builder))
 
     return (new_cast_impl, new_fp_to_fp, new_binary_op, new_unary_op, new_fma, new_dot,
-            new_sum, new_min_max, new_apply_impl, new_implicit_cvt, new_run, new_patch_lang_tensor,
+            new_maxnumf, new_minnumf, new_clampf, new_sum, new_min_max, new_apply_impl, new_implicit_cvt, new_run, new_patch_lang_tensor,
             new_patch_lang_core)
 
 

@@ -250,6 +250,28 @@ def test_argmax_without_tie_break_left_takes_a_later_index_as_a_gpu_may(dtype):
     assert out.tolist() == [1, 6, 2, 5]
 
 
+@triton.jit
+def nan_minmax_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    o = tl.arange(0, BLOCK)
+    tl.store(out_ptr + o, tl.maximum(x, 0.0))
+    tl.store(out_ptr + BLOCK + o, tl.minimum(x, 0.0))
+    tl.store(out_ptr + 2 * BLOCK + o, tl.clamp(x, -1.0, 1.0))
+    tl.store(out_ptr + 3 * BLOCK + o, tl.maximum(x, 0.0, propagate_nan=tl.PropagateNan.ALL))
+    tl.store(out_ptr + 4 * BLOCK + o, tl.clamp(x, -1.0, 1.0, propagate_nan=tl.PropagateNan.ALL))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_maximum_minimum_and_clamp_drop_a_nan_unless_asked_to_propagate_it(dtype):
+    """maxnum / minnum on both vendors (PTX max.f32, v_max_f32): relu(NaN) is 0 on a GPU."""
+    x = torch.tensor([float("nan"), -2.0, 0.5, 3.0], dtype=dtype)
+    out = torch.empty(5, 4, dtype=dtype)
+    nan_minmax_kernel[(1,)](x, out, BLOCK=4)
+    got = [[None if v != v else v for v in row] for row in out.float().tolist()]
+    assert got == [[0.0, 0.0, 0.5, 3.0], [0.0, -2.0, 0.0, 0.0], [-1.0, -1.0, 0.5, 1.0],
+                   [None, 0.0, 0.5, 3.0], [None, -1.0, 0.5, 1.0]]
+
+
 # ---- libdevice ------------------------------------------------------------------------------------
 
 @triton.jit
