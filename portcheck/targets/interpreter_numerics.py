@@ -56,6 +56,8 @@ What the layer does, and why it models the GPU:
     the maxnum / minnum they lower to do on both vendors (relu(NaN) is 0 on a GPU); Triton 3.6's
     interpreter kept it (np.maximum, np.clip), 3.9's drops it too. A bf16 or fp8 clamp clamps
     values, where both releases' np.clip with propagate_nan=ALL compared the storage codes.
+  - `tl.histogram` counts the elements in [0, bins) that its mask keeps, as 3.9's interpreter and
+    the GPUs do (3.6's counted a value equal to bins in the last bin).
   - Float scalar arguments become fp32 scalars, as the JIT's specialization makes them (ints are
     already i32 / u32 / i64 / u64 by range in Triton's own code), and an integer argument equal to
     1 becomes tl.constexpr(1) where the JIT makes it one (no type annotation, not in
@@ -93,7 +95,8 @@ from ..errors import UsageError
 
 LAYER_VERSION = 4   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
                     # in a rounded tree, tf32 dot operands rounded, argmax ties without tie_break_left;
-                    # 4: maxnum / minnum / clamp drop NaN on Triton 3.6 as on 3.9 and the GPUs
+                    # 4: maxnum / minnum / clamp drop NaN, histogram drops values >= bins,
+                    # on Triton 3.6 as on 3.9 and the GPUs
 DESCRIPTION = f"faithful bf16/fp8 layer v{LAYER_VERSION}"
 TRITON_VERSIONS = ("3.6.0", "3.9.0")   # interpreter.py read and tested for each
 
@@ -114,6 +117,7 @@ _PATCH_POINTS = (
     ("InterpreterBuilder", "create_maxnumf", ("self", "lhs", "rhs")),
     ("InterpreterBuilder", "create_minnumf", ("self", "lhs", "rhs")),
     ("InterpreterBuilder", "create_clampf", ("self", "arg", "lo", "hi", "propagate_nans")),
+    ("InterpreterBuilder", "create_histogram", ("self", "data", "bins", "mask")),
     ("ReduceOps", "sum", ("self", "input")),
     ("ReduceOps", "min_max", ("self", "input", "val_reduce_op", "idx_reduce_op")),
     ("ReduceOps", "apply_impl", ("self", "input")),
@@ -359,6 +363,14 @@ def _replacements(interp):
             return clamped
         return self.binary_op(clamped, arg, lambda c, x: np.where(np.isnan(x), x, c))
 
+    def new_histogram(self, data, bins, mask):
+        # a GPU counts the elements in [0, bins) that the mask keeps, into int32 bins; Triton 3.6's
+        # interpreter counted a value equal to bins in the last bin (np.histogram's closed last
+        # interval; 3.9's does not)
+        keep = np.asarray(mask.data if mask is not None else True) & (data.data >= 0) & (data.data < bins)
+        counts = np.bincount(data.data[keep].astype(np.int64), minlength=bins)[:bins]
+        return TensorHandle(counts.astype(np.int32), tl.int32)
+
     def new_sum(self, input):
         fmt = input.dtype.scalar if _fmt(input.dtype) else None
         half_float = input.dtype.scalar == tl.float16
@@ -434,7 +446,7 @@ def _replacements(interp):
                        if self.name in fnuz else to_ir(self, builder))
 
     return (new_cast_impl, new_fp_to_fp, new_binary_op, new_unary_op, new_fma, new_dot,
-            new_maxnumf, new_minnumf, new_clampf, new_sum, new_min_max, new_apply_impl, new_implicit_cvt, new_run, new_patch_lang_tensor,
+            new_maxnumf, new_minnumf, new_clampf, new_histogram, new_sum, new_min_max, new_apply_impl, new_implicit_cvt, new_run, new_patch_lang_tensor,
             new_patch_lang_core)
 
 

@@ -272,6 +272,21 @@ def test_maximum_minimum_and_clamp_drop_a_nan_unless_asked_to_propagate_it(dtype
                    [None, 0.0, 0.5, 3.0], [None, -1.0, 0.5, 1.0]]
 
 
+@triton.jit
+def histogram_kernel(x_ptr, out_ptr, n, BINS: tl.constexpr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + o, mask=o < n, other=0)
+    tl.store(out_ptr + tl.arange(0, BINS), tl.histogram(x, BINS, mask=o < n))
+
+
+def test_histogram_counts_what_lies_in_its_bins_and_the_mask_keeps_in_int32():
+    """A value equal to the bin count, or negative, falls outside (3.6 counted bins in the last)."""
+    x = torch.tensor([0, 3, 4, -1, 3, 1, 2, 2], dtype=torch.int32)   # the last two masked off
+    out = torch.zeros(4, dtype=torch.int32)
+    histogram_kernel[(1,)](x, out, 6, BINS=4, BLOCK=8)
+    assert out.tolist() == [1, 1, 0, 2]
+
+
 # ---- libdevice ------------------------------------------------------------------------------------
 
 @triton.jit
