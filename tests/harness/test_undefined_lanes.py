@@ -83,3 +83,24 @@ def test_a_sum_of_undefined_lanes_fails_with_its_line_and_the_twin_with_other_pa
     good = check(_planted("planted_undefined_lanes_ok"), portcheck_session.target.name, portcheck_session.arch,
                  "fp32", settings=SEARCH, max_elements=portcheck_session.max_elements, seed=0)
     assert good.verdict == "pass", good.message
+
+
+# Triton 3.9 keeps tl.make_block_ptr only to refuse it ("Block pointers have been removed in favor
+# of the tensor descriptor API"); 3.6, the H200 machine's, has them
+@pytest.mark.skipif(tuple(int(p) for p in triton.__version__.split(".")[:2]) >= (3, 9),
+                    reason=f"Triton {triton.__version__} has no block pointers")
+def test_a_block_pointers_padding_is_poisoned_unless_padding_option_names_it():
+    @triton.jit
+    def block_kernel(x_ptr, y_ptr, n, PAD: tl.constexpr, BLOCK: tl.constexpr):
+        p = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))
+        if PAD:
+            x = tl.load(p, boundary_check=(0,), padding_option="zero")
+        else:
+            x = tl.load(p, boundary_check=(0,))
+        tl.store(y_ptr + tl.arange(0, BLOCK), x)
+
+    x, y = torch.ones(8), torch.zeros(8)
+    block_kernel[(1,)](x, y, 5, PAD=False, BLOCK=8)
+    assert y[:5].tolist() == [1.0] * 5 and bool(torch.isnan(y[5:]).all())
+    block_kernel[(1,)](x, y, 5, PAD=True, BLOCK=8)
+    assert y.tolist() == [1.0] * 5 + [0.0] * 3
