@@ -31,6 +31,7 @@ from .facts import device as facts_device
 from .frames import kernel_line
 from .overrides import Override
 from .results import PHASES, Result
+from .targets import interpreter_lanes
 from .targets.interpreter_grid import GridTooLarge, excess, limited
 from .targets.runtime import TARGETS
 
@@ -594,7 +595,6 @@ def _explain_undefined(case: Case, target_name: str, spec: dict, name: str, shap
     """A NaN where the reference is finite came from the masked-off lanes of a tl.load without
     other= (poisoned on the interpreter: targets.interpreter_lanes) if it turns finite when they
     hold 0: run the example again so and, where it does, say so with the loads' lines."""
-    from .targets import interpreter_lanes
     if TARGETS[target_name].is_gpu or not interpreter_lanes.installed():
         return False
     with interpreter_lanes.zero_filled() as lines:
