@@ -234,9 +234,9 @@ def tie_values(shape, dtype: str, formats, gen: torch.Generator, per_row: bool =
         top = min(3, math.floor(math.log2(torch.finfo(fmt(dtype).torch_dtype).max / qmax)))
         k = torch.floor(level[sel] * (top + 5)) - 4
         x[sel] = mids[(pick[sel] * mids.numel()).long().clamp_(max=mids.numel() - 1)] * sign[sel] * torch.exp2(k)
-        if per_row:
+        if per_row and cols:
             x[sel, 0] = sign[sel, 0] * qmax * torch.exp2(k[:, 0])
-        elif rows:
+        elif rows and cols:
             x[0, 0] = qmax * float(torch.exp2(k[0, 0]))
     return x
 

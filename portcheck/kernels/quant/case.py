@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from ... import strategies as S
 from ...cases import Case, Cost, Variant, launch_divisibility, register
 from ...dtypes import fmt
-from ...oracles import fp8 as fp8_ref
 from ...oracles import quant as quant_ref
 from ...tolerance import Tolerance, exact
 from .kernel import (amax_kernel, dequant_kernel, quant_long_rows_kernel, quant_rows_kernel,
