@@ -12,7 +12,6 @@ import os
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import triton
