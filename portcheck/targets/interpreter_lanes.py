@@ -5,9 +5,11 @@ Triton's language leaves those lanes undefined. The NVIDIA, AMD and Intel backen
 0 today, and so does Triton's interpreter (pytorch/pytorch#127311 records both, and why Inductor
 gives `other=` anyway); a backend that does not (Triton-Ascend's `care_padding=False`) or a
 compiler that exploits the undefined value breaks a kernel that sums them. Once installed, such
-lanes hold the format's NaN (floats), the type's minimum (signed), maximum (unsigned) or True,
-so a result that depends on them is wrong here; pointers keep Triton's 0 (a poisoned address
-would crash the process, not fail the check). `zero_filled()` gives Triton's 0 back for a block,
+lanes hold the format's NaN (floats), -1 (signed integers), 1 (unsigned) or True, so a result
+that depends on them is wrong here. The integers are the nearest to 0 that a sum shows: a lane
+used as an index then reads the element before (or after) the tensor, in the check's guard band,
+which it reports, where an integer extreme sent the interpreter to an unmapped address and the
+process died. Pointers keep Triton's 0 for the same reason. `zero_filled()` gives Triton's 0 back for a block,
 and notes the source lines whose loads left lanes so: diagnose.undefined re-runs a failure so.
 """
 from __future__ import annotations
@@ -39,8 +41,8 @@ _NAN_BITS = {"bf16": 0x7FC0, "fp8e5": 0x7F, "fp8e4nv": 0x7F, "fp8e4b15": 0x7F, "
 
 @functools.cache
 def poison(tl_name: str, np_dtype: np.dtype):
-    """The value undefined lanes hold: a NaN, the integer extreme that a sum or a minimum cannot
-    hide, True; None for a pointer (0 stays)."""
+    """The value undefined lanes hold: a NaN, -1 or 1 (module docstring), True; None for a
+    pointer (0 stays)."""
     if tl_name in _NAN_BITS:
         return _NAN_BITS[tl_name]
     if np_dtype.kind == "f":
@@ -49,8 +51,7 @@ def poison(tl_name: str, np_dtype: np.dtype):
         return True
     if tl_name.startswith("pointer") or "*" in tl_name:
         return None
-    info = np.iinfo(np_dtype)
-    return info.min if np_dtype.kind == "i" else info.max
+    return -1 if np_dtype.kind == "i" else 1
 
 
 def install() -> None:

@@ -44,7 +44,7 @@ LOAD_LINE = _first + next(i for i, line in enumerate(_source) if "tl.load" in li
 @pytest.mark.parametrize("dtype, poison", [
     (torch.float32, "nan"), (torch.float16, "nan"), (torch.bfloat16, "nan"),
     (torch.float8_e4m3fn, "nan"), (torch.float8_e5m2, "nan"),
-    (torch.int8, -128), (torch.int32, -2 ** 31), (torch.uint8, 255), (torch.bool, True)])
+    (torch.int8, -1), (torch.int32, -1), (torch.int64, -1), (torch.uint8, 1), (torch.bool, True)])
 def test_masked_off_lanes_hold_the_formats_poison_and_zero_inside_zero_filled(dtype, poison):
     x = torch.ones(8).to(dtype)
     y = torch.zeros(8).to(dtype)
@@ -104,3 +104,23 @@ def test_a_block_pointers_padding_is_poisoned_unless_padding_option_names_it():
     assert y[:5].tolist() == [1.0] * 5 and bool(torch.isnan(y[5:]).all())
     block_kernel[(1,)](x, y, 5, PAD=True, BLOCK=8)
     assert y.tolist() == [1.0] * 5 + [0.0] * 3
+
+
+@triton.jit
+def gather_kernel(idx_ptr, table_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    idx = tl.load(idx_ptr + o, mask=o < n)
+    tl.store(out_ptr + o, tl.load(table_ptr + idx), mask=o < n)   # every lane gathers
+
+
+def test_an_undefined_index_reads_the_guard_band_before_its_table_not_an_unmapped_address():
+    """An integer extreme there sent the interpreter to an unmapped address: the process died."""
+    from portcheck.targets.interpreter_memory import Region, watching
+    from portcheck import guards
+    table = guards.guarded_output("table", (4,), torch.float32, "cpu")
+    table.tensor.copy_(torch.arange(4.0))
+    idx, out = torch.tensor([2, 0, 1, 3, 0, 0, 0, 0], dtype=torch.int32), torch.zeros(8)
+    with watching([Region(*s) for s in table.spans()]) as watch:
+        gather_kernel[(1,)](idx, table.tensor, out, 4, BLOCK=8)
+    assert out[:4].tolist() == [2.0, 0.0, 1.0, 3.0]
+    assert any("bytes before output table" in f for f in watch.findings), watch.findings
