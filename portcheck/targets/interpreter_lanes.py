@@ -6,11 +6,12 @@ Triton's language leaves those lanes undefined. The NVIDIA, AMD and Intel backen
 gives `other=` anyway); a backend that does not (Triton-Ascend's `care_padding=False`) or a
 compiler that exploits the undefined value breaks a kernel that sums them. Once installed, such
 lanes hold the format's NaN (floats), -1 (signed integers), 1 (unsigned) or True, so a result
-that depends on them is wrong here. The integers are the nearest to 0 that a sum shows: a lane
-used as an index then reads the element before (or after) the tensor, in the check's guard band,
-which it reports, where an integer extreme sent the interpreter to an unmapped address and the
-process died. Pointers keep Triton's 0 for the same reason. `zero_filled()` gives Triton's 0 back for a block,
-and notes the source lines whose loads left lanes so: diagnose.undefined re-runs a failure so.
+that depends on them is wrong here. The integers are the smallest that change a sum: a lane used
+as an index then reads next to its tensor, in the check's guard band, which the check reports,
+where an integer extreme sent the interpreter to an unmapped address and the process died.
+Pointers keep Triton's 0 for the same reason. `zero_filled()` gives Triton's 0 back for a block
+and notes the source lines whose loads left lanes undefined: diagnose.undefined re-runs a failure
+so.
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def describe() -> str:
     return "poisoned" if installed() else "0 (Triton's)"
 
 
-# NaN bit patterns of the formats the interpreter stores as integers
+# NaN bit patterns of the formats the interpreter stores as integers (fp8e4b15 has no NaN: its
+# largest code)
 _NAN_BITS = {"bf16": 0x7FC0, "fp8e5": 0x7F, "fp8e4nv": 0x7F, "fp8e4b15": 0x7F, "fp8e5b16": 0x80,
              "fp8e4b8": 0x80}
 
