@@ -1,5 +1,5 @@
 """Kernels with one planted bug each, and their correct versions, as portcheck Cases for
-tests/harness/test_guards.py and test_determinism.py.
+tests/harness/test_guards.py, test_determinism.py and test_undefined_lanes.py.
 
 Imported by a `portcheck run` worker through PORTCHECK_CASE_MODULES=tests.support.planted_bugs
 (with the repository root on PYTHONPATH), or in-process by the tests; never part of the registry
