@@ -1,7 +1,11 @@
 """Issue 17, a diagnostic: which step of a check compiles what its warm-up did not. On PYTHONPATH
 with TRACE_COMPILES=DIR, every process of a `portcheck run` appends to DIR/<pid>.jsonl: each
 Triton compile (kernel, cache hit or not, the thread, its seconds), each example a check evaluates
-(the case and its spec) and each warm-up's start and end, each check's start and end. compiles.py reads them."""
+(the case and its spec) and each warm-up's start and end, each check's start and end. compiles.py reads them.
+Since the twenty-ninth session also each process's start (its command line), its Session's making and
+its CUDA context's (torch.cuda._lazy_init) and each C module Triton builds with the host compiler
+(triton.runtime.build._build: its driver utilities, a launcher per kernel signature), for
+../../twenty-ninth-session/timeline.py."""
 import os
 
 if os.environ.get("TRACE_COMPILES"):
@@ -19,8 +23,36 @@ if os.environ.get("TRACE_COMPILES"):
         with open(_path, "a") as f:
             f.write(json.dumps({"t": round(time.time(), 4), **fields}, default=str) + "\n")
 
+    with open("/proc/self/cmdline", "rb") as _f:
+        _log(ev="start", cmd=_f.read().replace(b"\0", b" ").decode(errors="replace").strip())
+
+    def _wrapped(owner, name, begin, once=lambda: True):
+        inner = getattr(owner, name)
+
+        def traced(*args, **kwargs):
+            if not once():
+                return inner(*args, **kwargs)
+            _log(ev=begin)
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                _log(ev=begin + "-end")
+        setattr(owner, name, traced)
+
     def _install(runner, precompile):
         from triton import knobs
+        import torch.cuda
+        _wrapped(torch.cuda, "_lazy_init", "cuda-init", once=lambda: not torch.cuda.is_initialized())
+        import triton.runtime.build as build
+        cc = build._build
+
+        def traced_cc(name, *args, **kwargs):
+            begin = time.time()
+            try:
+                return cc(name, *args, **kwargs)
+            finally:
+                _log(ev="cc", name=name, s=round(time.time() - begin, 3), thread=threading.current_thread().name)
+        build._build = traced_cc
 
         def listener(*, src, metadata, metadata_group, times, cache_hit):
             _log(ev="compile", kernel=metadata.get("name"), hit=cache_hit, thread=threading.current_thread().name,
@@ -53,6 +85,10 @@ if os.environ.get("TRACE_COMPILES"):
 
     def _hooked(name, *args, **kwargs):
         module = _real_import(name, *args, **kwargs)
+        session = sys.modules.get("portcheck.session")
+        if session is not None and hasattr(session, "Session") and not hasattr(session.Session, "_traced"):
+            session.Session._traced = True
+            _wrapped(session.Session, "__init__", "session")
         if not _done:
             runner, pre = sys.modules.get("portcheck.runner"), sys.modules.get("portcheck.precompile")
             if runner is not None and pre is not None and hasattr(runner, "time_case") and hasattr(pre, "ahead"):
