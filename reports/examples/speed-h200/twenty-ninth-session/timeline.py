@@ -1,9 +1,9 @@
 """Issue 17: where a traced run's workers spend its first and last seconds. Reads the event files
 of ../twenty-seventh-session/trace/sitecustomize.py (TRACE_COMPILES) and prints, per process, in
 seconds since the first process started: its start, its Session (start and length), its CUDA
-context's making (start and length), its first check's start, its last check's end, how many
+context's making (start and length), its first check's start (and its CPU seconds by then), its last check's end, how many
 checks it made and kernels it compiled, and the C modules it built with the host compiler (Triton's
-driver utilities and launchers) and their seconds; then the medians over the checking workers and
+driver utilities and launchers) and their seconds, and its CPU seconds at its last event (its exit where it exits normally); then the medians over the checking workers and
 the host compiler's totals.
     python3 timeline.py EVENTS_DIR"""
 import json
@@ -21,16 +21,21 @@ def role(cmd: str) -> str:
 
 
 def main(folder: Path) -> None:
-    procs = []
+    procs, compiles = [], {}   # compiles: kernel hash -> seconds of each process's compile of it
     for f in folder.glob("*.jsonl"):
         events = [json.loads(line) for line in f.read_text().splitlines()]
+        for e in events:
+            if e["ev"] == "compile" and not e["hit"] and e.get("hash"):
+                compiles.setdefault(e["hash"], []).append((e.get("us") or 0) / 1e6)
         first = {}
         for e in events:
             first.setdefault(e["ev"], e["t"])
         last_end = max((e["t"] for e in events if e["ev"] == "check-end"), default=None)
         cmd = next((e["cmd"] for e in events if e["ev"] == "start"), "")
+        cpu_first = next((e.get("cpu") for e in events if e["ev"] == "check"), None)
         procs.append({"pid": f.stem, "role": role(cmd), "first": first, "last_end": last_end,
                       "checks": sum(e["ev"] == "check" for e in events),
+                      "cpu_start": cpu_first, "cpu": max((e.get("cpu") or 0 for e in events), default=0),
                       "compiled": sum(e["ev"] == "compile" and not e["hit"] for e in events),
                       "cc": sum(e["ev"] == "cc" for e in events), "cc_s": round(sum(e["s"] for e in events if e["ev"] == "cc"), 1),
                       "cc_names": [e["name"] for e in events if e["ev"] == "cc"]})
@@ -38,20 +43,25 @@ def main(folder: Path) -> None:
     rel = lambda t: None if t is None else round(t - t0, 2)   # noqa: E731
     span = lambda p, a: None if a not in p["first"] or a + "-end" not in p["first"] else round(   # noqa: E731
         p["first"][a + "-end"] - p["first"][a], 2)
-    cols = ("pid", "role", "start", "session", "session_s", "cuda", "cuda_s", "first check", "last end", "checks", "compiled", "cc", "cc_s")
+    cols = ("pid", "role", "start", "session", "session_s", "cuda", "cuda_s", "first check", "last end", "checks", "compiled", "cc", "cc_s", "cpu_start", "cpu")
     print(" ".join(f"{c:>11}" for c in cols))
     rows = []
     for p in sorted(procs, key=lambda p: p["first"].get("start", 0)):
         f = p["first"]
         row = (p["pid"], p["role"], rel(f.get("start")), rel(f.get("session")), span(p, "session"), rel(f.get("cuda-init")),
-               span(p, "cuda-init"), rel(f.get("check")), rel(p["last_end"]), p["checks"], p["compiled"], p["cc"], p["cc_s"])
+               span(p, "cuda-init"), rel(f.get("check")), rel(p["last_end"]), p["checks"], p["compiled"], p["cc"], p["cc_s"], p["cpu_start"], p["cpu"])
         rows.append((p["role"], dict(zip(cols, row))))
         print(" ".join(f"{str(x):>11}" for x in row))
     workers = [r for role_, r in rows if role_ == "worker" and r["first check"] is not None]
-    for c in ("start", "session", "cuda", "cuda_s", "first check", "last end"):
+    for c in ("start", "session", "cuda", "cuda_s", "first check", "last end", "cpu_start", "cpu"):
         v = [r[c] for r in workers if r[c] is not None]
         if v:
             print(f"checking workers ({len(workers)}), {c}: median {statistics.median(v):.2f}, min {min(v)}, max {max(v)}")
+    for r in ("supervisor", "worker", "timing"):
+        print(f"CPU seconds, {r}: {sum(p['cpu'] for p in procs if p['role'] == r):.1f}")
+    again = {h: v for h, v in compiles.items() if len(v) > 1}
+    print(f"kernels: {len(compiles)} compiled, {len(again)} of them by more than one process "
+          f"({sum(len(v) - 1 for v in again.values())} extra compiles, {sum(sum(sorted(v)[:-1]) for v in again.values()):.1f} s)")
     names = [n for p in procs for n in p["cc_names"]]
     print(f"host compiler: {len(names)} builds ({names.count('cuda_utils')} of the driver's utilities) in "
           f"{sum(p['cc_s'] for p in procs):.1f} s")

@@ -2,7 +2,9 @@
 with TRACE_COMPILES=DIR, every process of a `portcheck run` appends to DIR/<pid>.jsonl: each
 Triton compile (kernel, cache hit or not, the thread, its seconds), each example a check evaluates
 (the case and its spec) and each warm-up's start and end, each check's start and end. compiles.py reads them.
-Since the twenty-ninth session also each process's start (its command line), its Session's making and
+Since the twenty-ninth session every event carries the process's CPU seconds so far (its children's,
+ptxas and the host compiler, included once they end), and the file
+also holds each process's start and exit (its command line), its Session's making and
 its CUDA context's (torch.cuda._lazy_init) and each C module Triton builds with the host compiler
 (triton.runtime.build._build: its driver utilities, a launcher per kernel signature), for
 ../../twenty-ninth-session/timeline.py."""
@@ -21,8 +23,11 @@ if os.environ.get("TRACE_COMPILES"):
 
     def _log(**fields):
         with open(_path, "a") as f:
-            f.write(json.dumps({"t": round(time.time(), 4), **fields}, default=str) + "\n")
+            f.write(json.dumps({"t": round(time.time(), 4), "cpu": round(sum(os.times()[:4]), 2), **fields},
+                               default=str) + "\n")
 
+    import atexit
+    atexit.register(lambda: _log(ev="exit"))
     with open("/proc/self/cmdline", "rb") as _f:
         _log(ev="start", cmd=_f.read().replace(b"\0", b" ").decode(errors="replace").strip())
 
@@ -55,7 +60,7 @@ if os.environ.get("TRACE_COMPILES"):
         build._build = traced_cc
 
         def listener(*, src, metadata, metadata_group, times, cache_hit):
-            _log(ev="compile", kernel=metadata.get("name"), hit=cache_hit, thread=threading.current_thread().name,
+            _log(ev="compile", kernel=metadata.get("name"), hash=metadata.get("hash"), hit=cache_hit, thread=threading.current_thread().name,
                  us=getattr(times, "total", None) if not isinstance(times, dict) else times.get("total"))
         knobs.compilation.listener = listener
         evaluate = runner.evaluate
