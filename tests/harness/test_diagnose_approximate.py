@@ -66,3 +66,23 @@ def test_codes_one_step_off_on_the_ties_regime_name_the_rounding_of_ties():
     assert "3 of 6 elements" in found[0].evidence
     assert approximate.tie_rounding(Run({"regime": "normal"}, {}, {}, {}), [_map(away, ref)]) == []
     assert approximate.tie_rounding(on_ties, [_map(ref + 2, ref)]) == []   # two steps: not a tie
+
+
+def test_a_few_ties_off_are_an_approximation_many_are_a_rounding_rule(monkeypatch):
+    """On the ties regime a quantizer that divides with `/` (div.full.f32) put 1 of 228 int8 codes
+    a step off on the H200; a rule that rounds ties half away puts a quarter or more of a row off."""
+    from portcheck.diagnose.rerun import Run
+    on_ties = Run({"regime": "ties"}, {}, {}, {})
+    ref = torch.arange(-114, 114, dtype=torch.int8)     # 228 codes
+    few = ref.clone()
+    few[3] += 1
+    monkeypatch.setattr(approximate, "instructions", lambda case, args: {"div.full.f32": 2})
+    assert approximate.tie_rounding(on_ties, [_map(few, ref)]) == []
+    found = approximate.boundary_codes(None, "cuda", on_ties, [_map(few, ref)])
+    assert len(found) == 1 and "div.full.f32 x2" in found[0].cause and "1 of 228" in found[0].evidence
+    # off the ties regime 1 in 228 is too many for a boundary effect
+    assert approximate.boundary_codes(None, "cuda", Run({"regime": "normal"}, {}, {}, {}), [_map(few, ref)]) == []
+    many = ref.clone()
+    many[::8] += 1                                       # 29 of 228: a rule
+    assert approximate.boundary_codes(None, "cuda", on_ties, [_map(many, ref)]) == []
+    assert len(approximate.tie_rounding(on_ties, [_map(many, ref)])) == 1
