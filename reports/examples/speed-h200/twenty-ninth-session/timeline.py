@@ -57,8 +57,10 @@ def main(folder: Path) -> None:
         v = [r[c] for r in workers if r[c] is not None]
         if v:
             print(f"checking workers ({len(workers)}), {c}: median {statistics.median(v):.2f}, min {min(v)}, max {max(v)}")
-    for r in ("supervisor", "worker", "timing"):
-        print(f"CPU seconds, {r}: {sum(p['cpu'] for p in procs if p['role'] == r):.1f}")
+    cpu = {r: sum(p["cpu"] for p in procs if p["role"] == r) for r in ("supervisor", "worker", "timing")}
+    # the supervisor's figure holds its children's, the workers', once they end
+    print(f"CPU seconds: checking workers {cpu['worker']:.1f}, timing worker {cpu['timing']:.1f}, "
+          f"supervisor {cpu['supervisor'] - cpu['worker'] - cpu['timing']:.1f} (its own: less its workers')")
     again = {h: v for h, v in compiles.items() if len(v) > 1}
     print(f"kernels: {len(compiles)} compiled, {len(again)} of them by more than one process "
           f"({sum(len(v) - 1 for v in again.values())} extra compiles, {sum(sum(sorted(v)[:-1]) for v in again.values()):.1f} s)")
