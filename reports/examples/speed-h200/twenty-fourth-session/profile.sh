@@ -9,7 +9,10 @@
 # taken out (one line, below: what they cost the main job); every tree's warm round reuses that
 # tree's last cold cache. PROBE=1 first shows what a check worker's GPU waits cost the CPU
 # (probe_waits.py); COLCASES=1 first runs reports/examples/strided-inputs-h200/colcases.py (the
-# twenty-fifth session added `nostride` and COLCASES; its call ran a copy of this script).
+# twenty-fifth session added `nostride` and COLCASES; its call ran a copy of this script). TREE
+# `polesN` runs the working tree with N warm-up threads a long pole (precompile.POLE_THREADS, 8 on
+# main): the twenty-ninth session's trace found a kernel's warm-up compile costing 1.5 times the
+# CPU in the whole run that it cost in a half.
 set -uo pipefail
 DEST=${DEST:-/tmp}
 OUT=/tmp/profile
@@ -23,6 +26,11 @@ case " $ROUNDS " in *-nostride\ *)   # nostride: the working tree, its strided i
   sed -i 's/^        if COLUMNS_KEY in search.largest:   # the case.s own key of that name$/        if True:  # nostride/' "$OUT/nostride/portcheck/runner.py"
   grep -q '^        if True:  # nostride$' "$OUT/nostride/portcheck/runner.py" || { echo "nostride: the line to replace is gone"; exit 1; };;
 esac
+for tree in $(tr ' ' '\n' <<< "$ROUNDS" | sed -n 's/^.*-\(poles[0-9][0-9]*\)$/\1/p' | sort -u); do
+  mkdir -p "$OUT/$tree" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$OUT/$tree"
+  sed -i "s/^POLE_THREADS = 8$/POLE_THREADS = ${tree#poles}  # $tree/" "$OUT/$tree/portcheck/precompile.py"
+  grep -q "^POLE_THREADS = ${tree#poles}  # $tree$" "$OUT/$tree/portcheck/precompile.py" || { echo "$tree: POLE_THREADS = 8 is gone"; exit 1; }
+done
 export XDG_CACHE_HOME=$OUT/cache
 start=$(date +%s)
 cpu() {   # cpu FILE: the share of all CPUs busy, every 0.5 s, until killed (exec: the kill reaches python)
@@ -34,13 +42,13 @@ t0 = time.time(); a = read()
 while True:
     time.sleep(0.5); b = read()
     print(f"{time.time() - t0:6.1f} {1 - (b[1] - a[1]) / max(1, b[0] - a[0]):.2f}", flush=True); a = b' > "$1"; }
-save() { tar -czf "$DEST/profile.tgz.part" -C /tmp --exclude=profile/cache --exclude=profile/base --exclude=profile/nostride \
+save() { tar -czf "$DEST/profile.tgz.part" -C /tmp --exclude=profile/cache --exclude=profile/base --exclude=profile/nostride --exclude='profile/poles*' \
   --exclude='profile/triton*' profile && mv "$DEST/profile.tgz.part" "$DEST/profile.tgz"; }
 kernels() {   # kernels CACHE FILE: compiled kernels per name in a Triton cache
   find "$1" -name '*.json' ! -name '__grp__*' -printf '%f\n' 2>/dev/null | sed 's/\.json$//' | sort | uniq -c | sort -rn > "$2"; }
 one() {   # one NAME LIMIT CACHE -- portcheck run args...  (TREE: base or new)
   local name=$1 limit=$2 cache=$3; shift 4
-  local dir=$PWD; [ "$TREE" = base ] && dir=$OUT/base; [ "$TREE" = nostride ] && dir=$OUT/nostride
+  local dir=$PWD; [ "$TREE" != new ] && dir=$OUT/$TREE   # base, nostride, polesN
   cpu "$OUT/runs/$name.cpu" & local sampler=$!
   # the timing worker's file, folded into the records (and removed) as the run ends
   (while sleep 0.1; do cp -f "$OUT/runs/$name/.cuda.timings.jsonl" "$OUT/runs/$name.timings.jsonl" 2>/dev/null; done) & local copier=$!

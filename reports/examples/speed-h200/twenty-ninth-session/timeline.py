@@ -4,7 +4,7 @@ seconds since the first process started: its start, its Session (start and lengt
 context's making (start and length), its first check's start (and its CPU seconds by then), its last check's end, how many
 checks it made and kernels it compiled, and the C modules it built with the host compiler (Triton's
 driver utilities and launchers) and their seconds, and its CPU seconds at its last event (its exit where it exits normally); then the medians over the checking workers and
-the host compiler's totals.
+the host compiler's and the long poles' warm-ups' totals.
     python3 timeline.py EVENTS_DIR"""
 import json
 import statistics
@@ -21,7 +21,7 @@ def role(cmd: str) -> str:
 
 
 def main(folder: Path) -> None:
-    procs, compiles = [], {}   # compiles: kernel hash -> seconds of each process's compile of it
+    procs, compiles, warmups = [], {}, []   # compiles: kernel hash -> seconds of each process's compile of it
     for f in folder.glob("*.jsonl"):
         events = [json.loads(line) for line in f.read_text().splitlines()]
         for e in events:
@@ -33,6 +33,15 @@ def main(folder: Path) -> None:
         last_end = max((e["t"] for e in events if e["ev"] == "check-end"), default=None)
         cmd = next((e["cmd"] for e in events if e["ev"] == "start"), "")
         cpu_first = next((e.get("cpu") for e in events if e["ev"] == "check"), None)
+        begun = None
+        for e in events:   # each long pole's warm-up: wall, CPU seconds, kernels its threads compiled
+            if e["ev"] == "warmup":
+                begun = e
+            elif e["ev"] == "warmup-end" and begun is not None:
+                warmups.append((e["t"] - begun["t"], e["cpu"] - begun["cpu"], sum(
+                    x["ev"] == "compile" and not x["hit"] and x["thread"].startswith("portcheck-precompile")
+                    and begun["t"] <= x["t"] <= e["t"] for x in events)))
+                begun = None
         procs.append({"pid": f.stem, "role": role(cmd), "first": first, "last_end": last_end,
                       "checks": sum(e["ev"] == "check" for e in events),
                       "cpu_start": cpu_first, "cpu": max((e.get("cpu") or 0 for e in events), default=0),
@@ -61,6 +70,10 @@ def main(folder: Path) -> None:
     # the supervisor's figure holds its children's, the workers', once they end
     print(f"CPU seconds: checking workers {cpu['worker']:.1f}, timing worker {cpu['timing']:.1f}, "
           f"supervisor {cpu['supervisor'] - cpu['worker'] - cpu['timing']:.1f} (its own: less its workers')")
+    if warmups:
+        wall, cpu_s, kernels = (sum(w[i] for w in warmups) for i in range(3))
+        print(f"long poles' warm-ups: {len(warmups)}, {wall:.1f} s of wall, {cpu_s:.1f} CPU-s ({cpu_s / wall:.2f} cores), "
+              f"{kernels} kernels, {cpu_s / max(1, kernels):.2f} CPU-s a kernel")
     again = {h: v for h, v in compiles.items() if len(v) > 1}
     print(f"kernels: {len(compiles)} compiled, {len(again)} of them by more than one process "
           f"({sum(len(v) - 1 for v in again.values())} extra compiles, {sum(sum(sorted(v)[:-1]) for v in again.values()):.1f} s)")
