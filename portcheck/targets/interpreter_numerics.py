@@ -56,6 +56,8 @@ What the layer does, and why it models the GPU:
     the maxnum / minnum they lower to do on both vendors (relu(NaN) is 0 on a GPU); Triton 3.6's
     interpreter kept it (np.maximum, np.clip), 3.9's drops it too. A bf16 or fp8 clamp clamps
     values, where both releases' np.clip with propagate_nan=ALL compared the storage codes.
+  - An fp32 `tl.fma` or `libdevice.fma` rounds x * y + z once (`fma_fp32`), as fma.rn.f32 and
+    v_fma_f32 do and 3.9's interpreter does; 3.6's rounded the fp32 product first.
   - `tl.histogram` counts the elements in [0, bins) that its mask keeps, as 3.9's interpreter and
     the GPUs do (3.6's counted a value equal to bins in the last bin).
   - Float scalar arguments become fp32 scalars, as the JIT's specialization makes them (ints are
@@ -93,10 +95,10 @@ import numpy as np
 
 from ..errors import UsageError
 
-LAYER_VERSION = 4   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
+LAYER_VERSION = 5   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
                     # in a rounded tree, tf32 dot operands rounded, argmax ties without tie_break_left;
                     # 4: maxnum / minnum / clamp drop NaN, histogram drops values >= bins,
-                    # on Triton 3.6 as on 3.9 and the GPUs
+                    # on Triton 3.6 as on 3.9 and the GPUs; 5: an fp32 fma rounds once on 3.6 too
 DESCRIPTION = f"faithful bf16/fp8 layer v{LAYER_VERSION}"
 TRITON_VERSIONS = ("3.6.0", "3.9.0")   # interpreter.py read and tested for each
 
@@ -249,6 +251,24 @@ def _fp32_round_to_odd(values):
     return (f.view(np.uint32) | inexact.astype(np.uint32)).view(np.float32)    # odd neighbour
 
 
+def fma_fp32(x, y, z) -> np.ndarray:
+    """x * y + z rounded once to fp32, as fma.rn.f32 and AMD's v_fma_f32 round it (Triton 3.6's
+    interpreter rounds the product and the sum apart; 3.9 has its own exact fma_fp32). The product
+    is exact in float64 (24 + 24 bits); TwoSum gives the float64 sum's rounding error exactly, and
+    an inexact sum moves to its odd neighbour toward the exact value (round-to-odd), so the one
+    rounding to fp32 that follows equals rounding the exact value (53 >= 2 * 24 + 2 bits)."""
+    x, y, z = (np.asarray(a, dtype=np.float64) for a in np.broadcast_arrays(x, y, z))
+    with np.errstate(all="ignore"):
+        p = x * y
+        s = p + z
+        t = s - p
+        err = (p - (s - t)) + (z - t)             # s + err == p + z exactly, for finite s
+        odd = (s.view(np.uint64) & np.uint64(1)) == 1
+        move = np.isfinite(s) & (err != 0) & ~odd
+        s = np.where(move, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+        return s.astype(np.float32)
+
+
 def encode(values, tl_dtype, rtz: bool = False):
     """Values -> codes of a bf16 / fp8 format: round to nearest even (or toward zero), fp8
     saturating to +-max finite like cvt.rn.satfinite; NaN stays NaN."""
@@ -332,6 +352,8 @@ def _replacements(interp):
 
     def new_fma(self, x, y, z):
         if not _fmt(z.dtype):
+            if z.data.dtype == np.float32 and not hasattr(interp._interpreter, "fma_fp32"):
+                return TensorHandle(fma_fp32(x.data, y.data, z.data), z.dtype.scalar)
             return fma(self, x, y, z)
         prod = np.multiply(_values(x), _values(y), dtype=np.float64)   # exact for p <= 8
         return TensorHandle(encode(prod + _values(z), z.dtype.scalar), z.dtype.scalar)
@@ -620,8 +642,9 @@ def _libdevice_fn(name, fn, kind):
             elif kind == "fma":
                 x, y, z = np.broadcast_arrays(*[d.astype(np_ty) for d in datas])
                 exact = getattr(interp._interpreter, f"fma_fp{32 if np_ty == np.float32 else 64}", None)
-                # without Triton's exact fma (3.6), a float64 fma: exact for fp32 but for rare double roundings
-                out = exact(x, y, z) if exact else (x.astype(np.float64) * y + z)
+                # without Triton's exact fma (3.6): fp32 rounded once; fp64 through float64 operations,
+                # which round the product and the sum apart
+                out = exact(x, y, z) if exact else fma_fp32(x, y, z) if np_ty == np.float32 else x * y + z
             else:
                 out = fn(*[d.astype(np.float64) for d in datas])
         if kind == "pred":

@@ -286,6 +286,43 @@ def test_histogram_counts_what_lies_in_its_bins_and_the_mask_keeps_in_int32():
     assert out.tolist() == [1, 1, 0, 2]
 
 
+@triton.jit
+def fma_kernel(x_ptr, y_ptr, z_ptr, out_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(out_ptr + o, tl.fma(tl.load(x_ptr + o), tl.load(y_ptr + o), tl.load(z_ptr + o)))
+    tl.store(out_ptr + BLOCK + o, libdevice.fma(tl.load(x_ptr + o), tl.load(y_ptr + o), tl.load(z_ptr + o)))
+
+
+# x * y + z, exact, in three places a rounding apart goes wrong: the fp32 product (1 - 2^-46
+# rounds to 1); the float64 sum (1 + 2^-24 + 2^-54 rounds to the fp32 midpoint 1 + 2^-23 / 2, then
+# half to even to 1: x * y = 2^-24 (1 + 2^-30) = 13325 * 80581 * 2^-54); and a sign at the end.
+FMA_CASES = [((1 + 2**-23), (1 - 2**-23), -1.0, -(2**-46)),
+             (13325 * 2**-27, 80581 * 2**-27, 1.0, 1 + 2**-23),
+             (-13325 * 2**-27, 80581 * 2**-27, -1.0, -(1 + 2**-23)),
+             (3.0, 0.5, 0.25, 1.75)]
+
+
+def test_fp32_fma_rounds_once_as_on_a_gpu():
+    """fma.rn.f32 (NVIDIA) and v_fma_f32 (AMD) round x * y + z once; Triton 3.6's interpreter
+    rounded the product and the sum apart, and a float64 sum alone rounds twice."""
+    x, y, z, want = (torch.tensor([c[i] for c in FMA_CASES], dtype=torch.float32) for i in range(4))
+    assert torch.equal(torch.from_numpy(N.fma_fp32(x.numpy(), y.numpy(), z.numpy())), want)
+    out = torch.empty(8, dtype=torch.float32)
+    fma_kernel[(1,)](x, y, z, out, BLOCK=4)
+    assert torch.equal(out[:4], want) and torch.equal(out[4:], want)
+
+
+def test_fp32_fma_keeps_infinities_nans_overflow_and_subnormals():
+    big, tiny = torch.finfo(torch.float32).max, 2.0**-149
+    x = torch.tensor([float("inf"), float("inf"), float("nan"), big, 2.0**-75, 3 * 2.0**-76, 1.0], dtype=torch.float32)
+    y = torch.tensor([0.0, 1.0, 1.0, 2.0, 2.0**-75, 2.0**-75, tiny], dtype=torch.float32)
+    z = torch.tensor([1.0, float("-inf"), 0.0, 0.0, 0.0, 0.0, tiny], dtype=torch.float32)
+    got = torch.from_numpy(N.fma_fp32(x.numpy(), y.numpy(), z.numpy())).tolist()
+    assert [v != v for v in got[:3]] == [True, True, True]
+    # 2^-150 is a tie between 0 and the least subnormal (to even: 0); 3 * 2^-151 rounds up to it
+    assert got[3:] == [float("inf"), 0.0, tiny, 2 * tiny]
+
+
 # ---- libdevice ------------------------------------------------------------------------------------
 
 @triton.jit
