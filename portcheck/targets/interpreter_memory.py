@@ -60,6 +60,7 @@ class _Access:
     volatile: bool = False  # a volatile load (kind ATOMIC: it reads, it updates nothing)
     elements: np.ndarray | None = None   # each byte's element of the block (its flat index), for a
                                          # plain LOAD / STORE of more than one element
+    masked: bool = True     # its mask left some lane off (False: no mask, or one of every lane)
 
     def __post_init__(self):
         self.lo, self.hi = int(self.addresses.min()), int(self.addresses.max()) + 1
@@ -132,11 +133,12 @@ class Watch:
                     where = (f"from byte {first - r.lo} past its end" if r.band == "after"
                              else f"from {r.hi - first} bytes before its start")
                     reads = a.kind == LOAD or a.volatile
+                    lanes, fix = ((f"in lanes the {'load' if reads else 'atomic'}'s mask leaves on",
+                                   "its mask must leave them off") if a.masked else ("with no lane masked off", "mask it"))
                     self._add(f"out-of-bounds {'read' if reads else 'atomic'}: program {_program(a.program)} "
                               f"{_verb(a)} {int(hit.sum())} bytes {r.band} {r.what} ({where}, in its guard "
-                              f"band) with the {'load' if reads else 'atomic'}'s mask on: on a GPU it may "
-                              f"fault or {'read' if reads else 'change'} another allocation, whatever the "
-                              "outputs show: mask it")
+                              f"band) {lanes}: on a GPU it may fault or {'read' if reads else 'change'} another "
+                              f"allocation, whatever the outputs show: {fix}")
                     bands.remove(r)   # one message a band
                     break
 
@@ -293,6 +295,7 @@ def watching(regions: list[Region]):
             return
         if not addresses.size:
             return
+        masked = mask is not None and not bool(np.all(np.asarray(mask.data, dtype=bool)))
         state["bytes"] += addresses.size
         if state["bytes"] > MAX_BYTES:
             state.update(off=f"it accesses more than {MAX_BYTES:,} bytes", accesses=[])
@@ -302,11 +305,12 @@ def watching(regions: list[Region]):
         # broadcasts what it loads, and a scalar atomic meets the block at a barrier to broadcast)
         blockwise = sem is None and kind != ATOMIC and np.asarray(ptrs.data).size > 1
         if scope == cta:   # to the other programs, a plain load or store: it neither orders nor is atomic
-            state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses, cta=True))
+            state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses, cta=True,
+                                             masked=masked))
         else:
             state["accesses"].append(_Access(tuple(b.grid_idx), state["time"], kind, addresses,
                                              sem in releasing, sem in acquiring, volatile=volatile,
-                                             elements=elements if blockwise else None))
+                                             elements=elements if blockwise else None, masked=masked))
 
     def set_grid_dim(nx, ny, nz):
         end_launch()

@@ -96,8 +96,28 @@ def test_a_discarded_load_past_an_input_reads_its_guard_band():
     assert torch.equal(out.tensor, torch.where(torch.arange(20) < 20, args["x"], 0.0))   # right all the same
     assert watch.findings == [
         "out-of-bounds read: program (0, 0, 0) loads 48 bytes after input x (from byte 0 past its end, "
-        "in its guard band) with the load's mask on: on a GPU it may fault or read another allocation, "
+        "in its guard band) with no lane masked off: on a GPU it may fault or read another allocation, "
         "whatever the outputs show: mask it"]
+
+
+@triton.jit
+def off_by_one_mask_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs <= n, other=0.0)    # <= : one lane past x's end
+    tl.store(y_ptr + offs, x, mask=offs < n)
+
+
+def test_a_load_whose_mask_leaves_a_lane_past_the_end_on_is_told_to_fix_its_mask():
+    args, groups = guards.rehome_inputs({"x": torch.randn(20)})
+    out = guards.guarded_output("y", (20,), torch.float32, "cpu")
+    regions = [Region(*s) for band in (out, *groups) for s in band.spans()]
+    with watching(regions) as watch:
+        off_by_one_mask_kernel[(1,)](args["x"], out.tensor, 20, BLOCK=32)
+    assert torch.equal(out.tensor, args["x"])
+    assert watch.findings == [
+        "out-of-bounds read: program (0, 0, 0) loads 4 bytes after input x (from byte 0 past its end, "
+        "in its guard band) in lanes the load's mask leaves on: on a GPU it may fault or read another "
+        "allocation, whatever the outputs show: its mask must leave them off"]
 
 
 @pytest.mark.parametrize("masked", [True, False])
@@ -113,7 +133,7 @@ def test_an_unmasked_atomic_past_an_output_is_out_of_bounds_though_it_changes_no
     assert not out.violations()   # the sentinel band holds its bytes still (-0.0 bands, a second launch's, would not)
     assert watch.findings == ([] if masked else [
         "out-of-bounds atomic: program (0, 0, 0) updates atomically 48 bytes after output y (from byte 0 "
-        "past its end, in its guard band) with the atomic's mask on: on a GPU it may fault or change "
+        "past its end, in its guard band) with no lane masked off: on a GPU it may fault or change "
         "another allocation, whatever the outputs show: mask it"])
 
 
