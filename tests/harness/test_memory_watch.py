@@ -87,12 +87,17 @@ def discard_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.where(offs < n, x, 0.0), mask=offs < n)
 
 
+def _watched_copy(kernel, n=20, block=32):
+    """kernel(x, y, n, BLOCK) on a guarded input x of n floats and a guarded output y, watched."""
+    args, groups = guards.rehome_inputs({"x": torch.randn(n)})
+    out = guards.guarded_output("y", (n,), torch.float32, "cpu")
+    with watching([Region(*s) for band in (out, *groups) for s in band.spans()]) as watch:
+        kernel[(1,)](args["x"], out.tensor, n, BLOCK=block)
+    return args, out, watch
+
+
 def test_a_discarded_load_past_an_input_reads_its_guard_band():
-    args, groups = guards.rehome_inputs({"x": torch.randn(20)})
-    out = guards.guarded_output("y", (20,), torch.float32, "cpu")
-    regions = [Region(*s) for band in (out, *groups) for s in band.spans()]
-    with watching(regions) as watch:
-        discard_kernel[(1,)](args["x"], out.tensor, 20, BLOCK=32)
+    args, out, watch = _watched_copy(discard_kernel)
     assert torch.equal(out.tensor, torch.where(torch.arange(20) < 20, args["x"], 0.0))   # right all the same
     assert watch.findings == [
         "out-of-bounds read: program (0, 0, 0) loads 48 bytes after input x (from byte 0 past its end, "
@@ -108,11 +113,7 @@ def off_by_one_mask_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 def test_a_load_whose_mask_leaves_a_lane_past_the_end_on_is_told_to_fix_its_mask():
-    args, groups = guards.rehome_inputs({"x": torch.randn(20)})
-    out = guards.guarded_output("y", (20,), torch.float32, "cpu")
-    regions = [Region(*s) for band in (out, *groups) for s in band.spans()]
-    with watching(regions) as watch:
-        off_by_one_mask_kernel[(1,)](args["x"], out.tensor, 20, BLOCK=32)
+    args, out, watch = _watched_copy(off_by_one_mask_kernel)
     assert torch.equal(out.tensor, args["x"])
     assert watch.findings == [
         "out-of-bounds read: program (0, 0, 0) loads 4 bytes after input x (from byte 0 past its end, "
