@@ -56,8 +56,8 @@ What the layer does, and why it models the GPU:
     the maxnum / minnum they lower to do on both vendors (relu(NaN) is 0 on a GPU); Triton 3.6's
     interpreter kept it (np.maximum, np.clip), 3.9's drops it too. A bf16 or fp8 clamp clamps
     values, where both releases' np.clip with propagate_nan=ALL compared the storage codes.
-  - An fp32 `tl.fma` or `libdevice.fma` rounds x * y + z once (`fma_fp32`), as fma.rn.f32 and
-    v_fma_f32 do and 3.9's interpreter does; 3.6's rounded the fp32 product first.
+  - An fp32 or fp16 `tl.fma` (and an fp32 `libdevice.fma`) rounds x * y + z once (`fma_fp32`), as
+    fma.rn.f32 and v_fma_f32 do and 3.9's interpreter does; 3.6's rounded the product first.
   - `tl.histogram` counts the elements in [0, bins) that its mask keeps, as 3.9's interpreter and
     the GPUs do (3.6's counted a value equal to bins in the last bin).
   - Float scalar arguments become fp32 scalars, as the JIT's specialization makes them (ints are
@@ -98,7 +98,7 @@ from ..errors import UsageError
 LAYER_VERSION = 5   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
                     # in a rounded tree, tf32 dot operands rounded, argmax ties without tie_break_left;
                     # 4: maxnum / minnum / clamp drop NaN, histogram drops values >= bins,
-                    # on Triton 3.6 as on 3.9 and the GPUs; 5: an fp32 fma rounds once on 3.6 too
+                    # on Triton 3.6 as on 3.9 and the GPUs; 5: an fp32 / fp16 fma rounds once on 3.6 too
 DESCRIPTION = f"faithful bf16/fp8 layer v{LAYER_VERSION}"
 TRITON_VERSIONS = ("3.6.0", "3.9.0")   # interpreter.py read and tested for each
 
@@ -352,8 +352,12 @@ def _replacements(interp):
 
     def new_fma(self, x, y, z):
         if not _fmt(z.dtype):
-            if z.data.dtype == np.float32 and not hasattr(interp._interpreter, "fma_fp32"):
-                return TensorHandle(fma_fp32(x.data, y.data, z.data), z.dtype.scalar)
+            if not hasattr(interp._interpreter, "fma_fp32"):   # Triton 3.6: it rounds the product
+                if z.data.dtype == np.float32:
+                    return TensorHandle(fma_fp32(x.data, y.data, z.data), z.dtype.scalar)
+                if z.data.dtype == np.float16:   # float64 holds the product and rounds the sum safely
+                    summed = np.multiply(x.data, y.data, dtype=np.float64) + z.data
+                    return TensorHandle(summed.astype(np.float16), z.dtype.scalar)
             return fma(self, x, y, z)
         prod = np.multiply(_values(x), _values(y), dtype=np.float64)   # exact for p <= 8
         return TensorHandle(encode(prod + _values(z), z.dtype.scalar), z.dtype.scalar)

@@ -287,10 +287,11 @@ def test_histogram_counts_what_lies_in_its_bins_and_the_mask_keeps_in_int32():
 
 
 @triton.jit
-def fma_kernel(x_ptr, y_ptr, z_ptr, out_ptr, BLOCK: tl.constexpr):
+def fma_kernel(x_ptr, y_ptr, z_ptr, out_ptr, BLOCK: tl.constexpr, LIBDEVICE: tl.constexpr = True):
     o = tl.arange(0, BLOCK)
     tl.store(out_ptr + o, tl.fma(tl.load(x_ptr + o), tl.load(y_ptr + o), tl.load(z_ptr + o)))
-    tl.store(out_ptr + BLOCK + o, libdevice.fma(tl.load(x_ptr + o), tl.load(y_ptr + o), tl.load(z_ptr + o)))
+    if LIBDEVICE:   # fp32 and fp64 only, as on the GPU
+        tl.store(out_ptr + BLOCK + o, libdevice.fma(tl.load(x_ptr + o), tl.load(y_ptr + o), tl.load(z_ptr + o)))
 
 
 # x * y + z, exact, in three places a rounding apart goes wrong: the fp32 product (1 - 2^-46
@@ -310,6 +311,14 @@ def test_fp32_fma_rounds_once_as_on_a_gpu():
     out = torch.empty(8, dtype=torch.float32)
     fma_kernel[(1,)](x, y, z, out, BLOCK=4)
     assert torch.equal(out[:4], want) and torch.equal(out[4:], want)
+
+
+def test_fp16_fma_rounds_once():
+    """(1 + 2^-10)(1 - 2^-10) - 1 = -2^-20: an fp16 product rounds to 1 first (Triton 3.6)."""
+    x, y, z = (torch.tensor([v], dtype=torch.float16) for v in (1 + 2**-10, 1 - 2**-10, -1.0))
+    out = torch.empty(1, dtype=torch.float16)
+    fma_kernel[(1,)](x, y, z, out, BLOCK=1, LIBDEVICE=False)
+    assert out[0].item() == -(2**-20)
 
 
 def test_fp32_fma_keeps_infinities_nans_overflow_and_subnormals():
