@@ -295,8 +295,9 @@ def fma_kernel(x_ptr, y_ptr, z_ptr, out_ptr, BLOCK: tl.constexpr, LIBDEVICE: tl.
 
 
 # x * y + z, exact, in three places a rounding apart goes wrong: the fp32 product (1 - 2^-46
-# rounds to 1); the float64 sum (1 + 2^-24 + 2^-54 rounds to the fp32 midpoint 1 + 2^-23 / 2, then
-# half to even to 1: x * y = 2^-24 (1 + 2^-30) = 13325 * 80581 * 2^-54); and a sign at the end.
+# rounds to 1); the float64 sum (1 + 2^-24 + 2^-54 rounds to 1 + 2^-24, the midpoint of two fp32
+# neighbours, then half to even to 1: x * y = 2^-24 (1 + 2^-30) = 13325 * 80581 * 2^-54); and
+# the same with both signs turned.
 FMA_CASES = [((1 + 2**-23), (1 - 2**-23), -1.0, -(2**-46)),
              (13325 * 2**-27, 80581 * 2**-27, 1.0, 1 + 2**-23),
              (-13325 * 2**-27, 80581 * 2**-27, -1.0, -(1 + 2**-23)),
