@@ -50,7 +50,7 @@ def zero_lanes(case: Case, target: str, run: Run, failing: list[OutputMap],
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Elementwise: the same bits, or NaN in both."""
+    """Elementwise: the same value (-0.0 as 0.0), or NaN in both."""
     if a.dtype.is_floating_point:
         fa, fb = a.to(torch.float64), b.to(torch.float64)
         return (fa == fb) | (torch.isnan(fa) & torch.isnan(fb))

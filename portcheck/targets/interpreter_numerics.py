@@ -351,16 +351,16 @@ def _replacements(interp):
             return TensorHandle(encode(op(_values(arg)), arg.dtype.scalar), arg.dtype.scalar)
 
     def new_fma(self, x, y, z):
-        if not _fmt(z.dtype):
-            if not hasattr(interp._interpreter, "fma_fp32"):   # Triton 3.6: it rounds the product
-                if z.data.dtype == np.float32:
-                    return TensorHandle(fma_fp32(x.data, y.data, z.data), z.dtype.scalar)
-                if z.data.dtype == np.float16:   # float64 holds the product and rounds the sum safely
-                    summed = np.multiply(x.data, y.data, dtype=np.float64) + z.data
-                    return TensorHandle(summed.astype(np.float16), z.dtype.scalar)
+        native = not _fmt(z.dtype)
+        # Triton 3.9 rounds fp32 and fp16 fmas once itself; 3.6 rounds their product first
+        if native and (hasattr(interp._interpreter, "fma_fp32") or z.data.dtype not in (np.float32, np.float16)):
             return fma(self, x, y, z)
-        prod = np.multiply(_values(x), _values(y), dtype=np.float64)   # exact for p <= 8
-        return TensorHandle(encode(prod + _values(z), z.dtype.scalar), z.dtype.scalar)
+        if native and z.data.dtype == np.float32:
+            return TensorHandle(fma_fp32(x.data, y.data, z.data), z.dtype.scalar)
+        # fp16, bf16, fp8 (p <= 11): float64 holds the product exactly and rounds the sum safely
+        summed = np.multiply(_values(x), _values(y), dtype=np.float64) + _values(z)
+        return TensorHandle(encode(summed, z.dtype.scalar) if not native else summed.astype(z.data.dtype),
+                            z.dtype.scalar)
 
     def new_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
         tf32 = input_precision == TF32 and a.dtype.scalar == tl.float32 and b.dtype.scalar == tl.float32
