@@ -56,8 +56,9 @@ What the layer does, and why it models the GPU:
     the maxnum / minnum they lower to do on both vendors (relu(NaN) is 0 on a GPU); Triton 3.6's
     interpreter kept it (np.maximum, np.clip), 3.9's drops it too. A bf16 or fp8 clamp clamps
     values, where both releases' np.clip with propagate_nan=ALL compared the storage codes.
-  - An fp32 or fp16 `tl.fma` (and an fp32 `libdevice.fma`) rounds x * y + z once (`fma_fp32`), as
-    fma.rn.f32 and v_fma_f32 do and 3.9's interpreter does; 3.6's rounded the product first.
+  - An fp64, fp32 or fp16 `tl.fma` (and an fp64 or fp32 `libdevice.fma`) rounds x * y + z once
+    (`fma_fp64`, `fma_fp32`), as fma.rn.f64 / .f32 and v_fma_f64 / _f32 do and 3.9's interpreter
+    does; 3.6's rounded the product first.
   - `tl.histogram` counts the elements in [0, bins) that its mask keeps, as 3.9's interpreter and
     the GPUs do (3.6's counted a value equal to bins in the last bin).
   - Float scalar arguments become fp32 scalars, as the JIT's specialization makes them (ints are
@@ -90,15 +91,17 @@ import contextlib
 import functools
 import inspect
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from ..errors import UsageError
 
-LAYER_VERSION = 5   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
+LAYER_VERSION = 6   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
                     # in a rounded tree, tf32 dot operands rounded, argmax ties without tie_break_left;
                     # 4: maxnum / minnum / clamp drop NaN, histogram drops values >= bins,
-                    # on Triton 3.6 as on 3.9 and the GPUs; 5: an fp32 / fp16 fma rounds once on 3.6 too
+                    # on Triton 3.6 as on 3.9 and the GPUs; 5: an fp32 / fp16 fma rounds once on 3.6 too;
+                    # 6: an fp64 fma as well
 DESCRIPTION = f"faithful bf16/fp8 layer v{LAYER_VERSION}"
 TRITON_VERSIONS = ("3.6.0", "3.9.0")   # interpreter.py read and tested for each
 
@@ -259,14 +262,72 @@ def fma_fp32(x, y, z) -> np.ndarray:
     rounding to fp32 that follows equals rounding the exact value (53 >= 2 * 24 + 2 bits)."""
     x, y, z = (np.asarray(a, dtype=np.float64) for a in np.broadcast_arrays(x, y, z))
     with np.errstate(all="ignore"):
-        p = x * y
-        s = p + z
-        t = s - p
-        err = (p - (s - t)) + (z - t)             # s + err == p + z exactly, for finite s
-        odd = (s.view(np.uint64) & np.uint64(1)) == 1
-        move = np.isfinite(s) & (err != 0) & ~odd
-        s = np.where(move, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-        return s.astype(np.float32)
+        s, err = _two_sum(x * y, z)               # s + err == x * y + z exactly, for finite s
+        return _to_odd(s, np.where(np.isfinite(s), err, 0.0)).astype(np.float32)
+
+
+_SPLIT = 2.0 ** 27 + 1   # Veltkamp's constant for float64: halves of 26 and 27 bits
+
+
+def fma_fp64(x, y, z) -> np.ndarray:
+    """x * y + z rounded once to fp64, as fma.rn.f64 and v_fma_f64 round it (Triton 3.6's
+    interpreter rounds the product and the sum apart; 3.9 has its own exact fma_fp64). Boldo and
+    Melquiond's emulation (IEEE Trans. Computers 57(4), 2008): Dekker's product uh + ul = x * y,
+    TwoSum th + tl = z + uh, v = tl + ul rounded to odd, then th + v rounded once. Elements where
+    an operand is not finite, or where the product's parts could overflow or lose bits to
+    underflow, take the exact rational sum instead (Python's int division rounds correctly)."""
+    originals = [np.array(a, dtype=np.float64).ravel() for a in np.broadcast_arrays(x, y, z)]
+    shape = np.broadcast_shapes(*(np.shape(a) for a in (x, y, z)))
+    x, y, z = originals
+    with np.errstate(all="ignore"):
+        ax, ay = np.abs(x), np.abs(y)
+        # Veltkamp's split multiplies by 2^27 + 1 (no overflow below 2^995); the product's last
+        # bit stays above 2^-1074 while both factors are 0 or above 2^-969 and it above 2^-960
+        plain = (np.isfinite(z) & (np.abs(z) < 2.0 ** 1020) & (ax * ay < 2.0 ** 1020)
+                 & ((x == 0) | (y == 0) | (ax * ay > 2.0 ** -960))
+                 & (ax < 2.0 ** 995) & (ay < 2.0 ** 995)
+                 & ((ax == 0) | (ax > 2.0 ** -969)) & ((ay == 0) | (ay > 2.0 ** -969)))
+        x, y, z = (np.where(plain, a, 0.0) for a in (x, y, z))
+        xh, yh = (_SPLIT * a - (_SPLIT * a - a) for a in (x, y))
+        xl, yl = x - xh, y - yh
+        uh = x * y
+        ul = ((xh * yh - uh) + xh * yl + xl * yh) + xl * yl    # uh + ul == x * y exactly
+        th, tl = _two_sum(z, uh)                                # th + tl == z + uh exactly
+        out = th + _to_odd(*_two_sum(tl, ul))
+        # an exact zero: x * y == -z exactly, so the plain sum is exact and signs its zero as IEEE does
+        out = np.where(out == 0, x * y + z, out)
+    for i in np.flatnonzero(~plain):
+        out[i] = _fma_exact(*(float(a[i]) for a in originals))
+    return out.reshape(shape)
+
+
+def _two_sum(a, b):
+    """s, e with s = a + b rounded and s + e == a + b exactly (Knuth)."""
+    s = a + b
+    t = s - a
+    return s, (a - (s - t)) + (b - t)
+
+
+def _to_odd(s, err):
+    """s + err (err the exact error of s) rounded to odd: an inexact s moves to its odd neighbour
+    toward the exact value, so that a later rounding to a narrower format rounds only once."""
+    even = (s.view(np.uint64) & np.uint64(1)) == 0
+    return np.where((err != 0) & even, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+
+
+def _fma_exact(x: float, y: float, z: float) -> float:
+    """x * y + z rounded once, one element: IEEE's rules where an operand is not finite."""
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return x * y + z      # inf * 0, inf - inf: NaN; otherwise the infinity, as an fma gives
+    if not math.isfinite(z):
+        return z              # a finite product, however large, leaves z's infinity or NaN
+    exact = Fraction(x) * Fraction(y) + Fraction(z)
+    if exact == 0:            # the sign of an exact zero: -0 only when both terms are -0 (round to nearest)
+        return x * y + z
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
 
 
 def encode(values, tl_dtype, rtz: bool = False):
@@ -352,11 +413,13 @@ def _replacements(interp):
 
     def new_fma(self, x, y, z):
         native = not _fmt(z.dtype)
-        # Triton 3.9 rounds fp32 and fp16 fmas once itself; 3.6 rounds their product first
-        if native and (hasattr(interp._interpreter, "fma_fp32") or z.data.dtype not in (np.float32, np.float16)):
+        # Triton 3.9 rounds fp64, fp32 and fp16 fmas once itself; 3.6 rounds their product first
+        if native and (hasattr(interp._interpreter, "fma_fp32")
+                       or z.data.dtype not in (np.float64, np.float32, np.float16)):
             return fma(self, x, y, z)
-        if native and z.data.dtype == np.float32:
-            return TensorHandle(fma_fp32(x.data, y.data, z.data), z.dtype.scalar)
+        if native and z.data.dtype in (np.float64, np.float32):
+            once = fma_fp64 if z.data.dtype == np.float64 else fma_fp32
+            return TensorHandle(once(x.data, y.data, z.data), z.dtype.scalar)
         # fp16, bf16, fp8 (p <= 11): float64 holds the product exactly and rounds the sum safely
         summed = np.multiply(_values(x), _values(y), dtype=np.float64) + _values(z)
         return TensorHandle(encode(summed, z.dtype.scalar) if not native else summed.astype(z.data.dtype),
@@ -645,10 +708,10 @@ def _libdevice_fn(name, fn, kind):
                 out = np.nextafter(datas[0].astype(np_ty), datas[1].astype(np_ty))
             elif kind == "fma":
                 x, y, z = np.broadcast_arrays(*[d.astype(np_ty) for d in datas])
-                exact = getattr(interp._interpreter, f"fma_fp{32 if np_ty == np.float32 else 64}", None)
-                # without Triton's exact fma (3.6): fp32 rounded once; fp64 through float64 operations,
-                # which round the product and the sum apart
-                out = exact(x, y, z) if exact else fma_fp32(x, y, z) if np_ty == np.float32 else x * y + z
+                bits = 32 if np_ty == np.float32 else 64
+                # Triton 3.9's exact fma, else (3.6) portcheck's, which round once as well
+                once = getattr(interp._interpreter, f"fma_fp{bits}", None) or (fma_fp32 if bits == 32 else fma_fp64)
+                out = once(x, y, z)
             else:
                 out = fn(*[d.astype(np.float64) for d in datas])
         if kind == "pred":

@@ -333,6 +333,59 @@ def test_fp32_fma_keeps_infinities_nans_overflow_and_subnormals():
     assert got[3:] == [float("inf"), 0.0, tiny, 2 * tiny]
 
 
+# x * y + z, exact, where two roundings go wrong in float64: the product (1 - 2^-104 rounds to 1);
+# the sum (x * y = 2^-53 (1 + 2^-60) = (2^20 + 1)(2^40 - 2^20 + 1) 2^-113 rounds to 2^-53, and 1 +
+# 2^-53 is a midpoint, to even: 1); an exact zero's sign (-0 only from -0 + -0); a product
+# below the least subnormal whose sum with it is 2^-1073; a product over the largest double that
+# z brings back; z's infinity against an overflowing product (no NaN).
+BIG = torch.finfo(torch.float64).max
+FMA64_CASES = [((1 + 2**-52), (1 - 2**-52), -1.0, -(2**-104)),
+               (1048577 * 2.0**-60, 1099510579201 * 2.0**-53, 1.0, 1 + 2**-52),
+               (-0.0, 1.0, -0.0, -0.0),
+               (0.0, -1.0, 0.0, 0.0),
+               (3 * 2.0**-538, 2.0**-537, 2.0**-1074, 2.0**-1073),
+               (3.0, 2.0**1023, -BIG, 2.0**1023 + 2.0**971),
+               (2.0**600, 2.0**500, float("-inf"), float("-inf"))]
+
+
+def _exact_fma64(x: float, y: float, z: float) -> float:
+    """The test's own reference: the rational x * y + z rounded once (Python's int division)."""
+    from fractions import Fraction
+    import math
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return x * y + z
+    if not math.isfinite(z):
+        return z
+    exact = Fraction(x) * Fraction(y) + Fraction(z)
+    return x * y + z if exact == 0 else float(exact)
+
+
+def test_fp64_fma_rounds_once_as_on_a_gpu():
+    """fma.rn.f64 and v_fma_f64 round x * y + z once; Triton 3.6's interpreter rounded the product
+    first ((1 + 2^-52)(1 - 2^-52) - 1 gave 0). The cases above and 4089 near-cancellations, against
+    the exact rational result."""
+    rng = torch.Generator().manual_seed(0)
+    n = 4096 - len(FMA64_CASES)     # a power of two in all, for tl.arange
+    m = 1 + torch.rand(3, n, generator=rng, dtype=torch.float64)
+    x, y = m[0] * 2.0 ** torch.randint(-40, 40, (n,), generator=rng), m[1]
+    z = -(x * y) * (1 + (m[2] - 1.5) * 2.0**-50)      # a product's neighbourhood: cancellation
+    fixed = [(a, b, c) for a, b, c, _ in FMA64_CASES]
+    x = torch.cat([torch.tensor([c[0] for c in fixed], dtype=torch.float64), x])
+    y = torch.cat([torch.tensor([c[1] for c in fixed], dtype=torch.float64), y])
+    z = torch.cat([torch.tensor([c[2] for c in fixed], dtype=torch.float64), z])
+    want = torch.tensor([_exact_fma64(*v) for v in zip(x.tolist(), y.tolist(), z.tolist())], dtype=torch.float64)
+    assert want[:len(FMA64_CASES)].tolist() == [c[3] for c in FMA64_CASES]
+
+    def same(got):
+        return bool(((got == want) & (torch.signbit(got) == torch.signbit(want))).all())
+
+    assert same(torch.from_numpy(N.fma_fp64(x.numpy(), y.numpy(), z.numpy())))
+    assert not same(x * y + z)      # the inputs do tell one rounding from two
+    out = torch.empty(2 * len(x), dtype=torch.float64)
+    fma_kernel[(1,)](x, y, z, out, BLOCK=len(x))
+    assert same(out[:len(x)]) and same(out[len(x):])
+
+
 # ---- libdevice ------------------------------------------------------------------------------------
 
 @triton.jit
