@@ -5,7 +5,8 @@ running it, and marks the file "finished" when it has done all its work. A worke
 other way (it hangs past the per-case time limit, dies of a signal, exits with any status, 0 and 1
 included, without the mark) has faulted in the case in flight: the supervisor appends an error
 record for that case, with the input it was on, and starts a fresh worker that skips every case
-already recorded. A worker that reports a lost GPU context has recorded its case itself.
+already recorded. A worker that reports a lost GPU context (exit status 3 with no case in flight)
+has recorded its case itself.
 
 Workers run in their own session (so that a kill reaches every process they started); a signal to
 the supervisor kills their process group, and a worker whose supervisor is gone (SIGKILL) stops
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from . import results
 
-EXIT_CONTEXT_LOST = 3     # the worker recorded its case, but its GPU context is unusable
+EXIT_CONTEXT_LOST = 3     # the worker recorded its case (none in flight), but its GPU context is unusable
 EXIT_ORPHANED = 4         # the worker's supervisor is gone
 MAX_RESTARTS = 50
 TIMED_OUT = "timed out"
@@ -320,10 +321,12 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
             inflight.unlink(missing_ok=True)
             return max(status, 1 if state.get("failed") else 0)
         status = 1
-        if code == EXIT_CONTEXT_LOST:
+        if code == EXIT_CONTEXT_LOST and not (state and "case" in state):
+            # the worker recorded its case and cleared the in-flight file before it exited (a case
+            # that exits with 3 itself leaves its file: it is that case's fault, below)
             if not restart:
                 return 1
-            continue  # the worker recorded the case itself; restart with a fresh context
+            continue  # restart with a fresh context
         if not state or "case" not in state:
             raise Unfinished(f"the {target} worker stopped outside any case: {_describe_exit(code)}")
         limit = f" after {case_timeout:g} s (the per-case limit)" if code == TIMED_OUT else ""

@@ -1,4 +1,4 @@
-"""Cases for tests/harness/test_reliability.py: a worker that exits (status 1 and 0) in the middle
+"""Cases for tests/harness/test_reliability.py: a worker that exits (status 1, 0 and 3) in the middle
 of a case, and a case after which a fake GPU-context check reports the context lost.
 
 Loaded through PORTCHECK_CASE_MODULES=tests.support.reliability_cases (with the repository root on
@@ -58,5 +58,6 @@ def _case(name, launch):
 _case("a_ok", _copy)
 _case("exit0", _exits(0))
 _case("exit1", _exits(1))
+_case("exit3", _exits(3))   # the supervisor's "context lost, case recorded" code, from a case
 _case("poison", _poisons)
 _case("z_after", _copy)
