@@ -158,8 +158,14 @@ def register(case: Case) -> Case:
 
 def _import_named(name: str, source: str) -> None:
     global _loading
+    if name.partition(".")[0] in sys.stdlib_module_names:
+        raise UsageError(f"{source}: {name!r} is the name of a standard-library module; give the case "
+                         "module another name")
     cwd = os.getcwd()
-    if cwd not in sys.path:   # a repository that is not installed: its modules lie here
+    # a repository that is not installed: its modules lie here. First while its module imports,
+    # then last, where a user's random.py or json.py cannot shadow what torch and Triton import later
+    added = cwd not in sys.path
+    if added:
         sys.path.insert(0, cwd)
     _loading = name
     try:
@@ -170,6 +176,9 @@ def _import_named(name: str, source: str) -> None:
         LOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"   # it fails alone, as a built-in would
     finally:
         _loading = None
+        if added:
+            sys.path.remove(cwd)
+            sys.path.append(cwd)
 
 
 def add_modules(names, source: str = "--cases") -> None:

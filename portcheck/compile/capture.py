@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from ..cases import Variant
 from .plan import encode, kernel_ref
+from .pool import worker_env
 
 OPTION_DEFAULTS = ("num_warps", "num_stages")
 
@@ -343,8 +344,8 @@ def for_cases(cases, archs) -> dict:
     if retry:
         modules = sorted({m for name in retry for m in cases_flag(name)[1:]})
         argv = ["--archs", ",".join(archs)] + (["--cases", ",".join(modules)] if modules else [])
-        env = {**os.environ, "TRITON_INTERPRET": "1"}
-        proc = subprocess.run([sys.executable, "-m", "portcheck.compile.capture", *argv, *retry],
+        env = {**worker_env(), "TRITON_INTERPRET": "1"}   # this process's import path, in order
+        proc = subprocess.run([sys.executable, "-P", "-m", "portcheck.compile.capture", *argv, *retry],
                               capture_output=True, text=True, env=env, cwd=os.getcwd())
         try:
             data = json.loads(proc.stdout.strip().splitlines()[-1])

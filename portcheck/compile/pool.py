@@ -25,12 +25,15 @@ STARTUP_LIMIT = 180.0        # seconds a worker may take to import torch and tri
 WORKER_MODULE = "portcheck.compile.worker"
 
 
-def _worker_env() -> dict:
+def worker_env() -> dict:
     from ..workers import bytecode_cache   # light: no Triton, no compile code
     env = bytecode_cache(dict(os.environ))
     env.pop("TRITON_INTERPRET", None)
-    # the parent's import path, so that kernels in test directories or user trees resolve
+    # the parent's import path, so that kernels in test directories or user trees resolve; the
+    # current folder last, where a user's random.py or json.py cannot shadow the standard library
+    cwd = os.getcwd()
     paths = [os.path.abspath(p or os.curdir) for p in sys.path if os.path.isdir(p or os.curdir)]
+    paths = [p for p in paths if p != cwd] + [cwd] * (cwd in paths)
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
@@ -59,7 +62,7 @@ class _Worker:
     def __init__(self, env: dict):
         self.log = tempfile.NamedTemporaryFile(prefix="portcheck-compile-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", WORKER_MODULE],
+            [sys.executable, "-P", "-m", WORKER_MODULE],   # -P: no current folder first (PYTHONPATH has the path)
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             env={**env, "PORTCHECK_WORKER_LOG": self.log.name}, start_new_session=True)
         self.fd = self.proc.stdout.fileno()
@@ -123,7 +126,7 @@ class Pool:
         if jobs < 1:
             raise ValueError("jobs must be at least 1")
         self.jobs, self.timeout = jobs, timeout
-        self.env = _worker_env()
+        self.env = worker_env()
         self.workers: list[_Worker] = []
 
     def __enter__(self):

@@ -107,6 +107,26 @@ def test_defect15_a_case_with_no_launch_is_not_shown_as_built():
     assert grid.cell("softmax", "fp16", "sm_90a").evidence() == ["gpu"]
 
 
+def test_a_folder_holding_random_py_and_json_py_shadows_nothing(tmp_path):
+    """`python -m` (the user's, and the supervisor's for its workers) puts the current folder
+    first on the import path: a random.py or json.py there broke every worker. A case module
+    from that folder still imports."""
+    folder = tmp_path / "user"
+    folder.mkdir()
+    for name in ("random", "json", "numbers"):
+        (folder / f"{name}.py").write_text(f"raise ImportError('the user folder\'s {name}.py was imported')\n")
+    (folder / "my_cases.py").write_text("from tests.support.reliability_cases import *  # noqa: F401,F403\n")
+    out = tmp_path / "run"
+    env = _env("")
+    proc = subprocess.run([*_run_cmd(out, "rel_a_ok"), "--cases", "my_cases"], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert _records(out)["rel_a_ok"]["verdict"] == "pass"
+    proc = subprocess.run([sys.executable, "-m", "portcheck", "run", "--cases", "json", "--target", "interpreter",
+                           "--out", str(tmp_path / "json")], cwd=folder, env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "standard-library module" in proc.stderr, proc.stderr[-2000:]
+
+
 # ---- defect 1: any exit without the finish mark is a fault of the case in flight --------------
 
 def test_defect1_a_worker_exit_of_status_1_0_or_3_is_recorded_and_the_run_goes_on(tmp_path):
