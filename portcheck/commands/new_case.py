@@ -6,8 +6,10 @@ pytest module into the current repository, ready to run and to edit into the use
 """
 from __future__ import annotations
 
+import importlib.util
 import keyword
 import string
+import sys
 from pathlib import Path
 
 from ..errors import UsageError
@@ -31,19 +33,21 @@ from portcheck import tolerance as T
 
 
 @triton.jit
-def ${name}_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
+def ${name}_kernel(x_ptr, y_ptr, n_cols, x_stride, x_col_stride, y_stride, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)   # int64: row * stride passes 2**31 on large inputs
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * x_stride + cols, mask=cols < n_cols).to(tl.float32)
+    x = tl.load(x_ptr + row * x_stride + cols * x_col_stride, mask=cols < n_cols).to(tl.float32)
     tl.store(y_ptr + row * y_stride + cols, (x * 2.0).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
 
 
 def launch(args, outs):
     """Write into `outs`, the buffers portcheck poisoned, so unwritten elements are caught (a
-    launcher that returns its own output can be wrapped: portcheck.allocating_launcher)."""
+    launcher that returns its own output can be wrapped: portcheck.allocating_launcher). Both
+    strides of x go to the kernel: portcheck also checks an x whose columns lie 2 apart (a
+    launcher may instead refuse such input with a ValueError)."""
     x, y = args["x"], outs["y"]
     rows, cols = x.shape
-    ${name}_kernel[(rows, triton.cdiv(cols, 1024))](x, y, cols, x.stride(0), y.stride(0), BLOCK=1024)
+    ${name}_kernel[(rows, triton.cdiv(cols, 1024))](x, y, cols, x.stride(0), x.stride(1), y.stride(0), BLOCK=1024)
 
 
 CASE = portcheck.register(portcheck.Case(
@@ -83,6 +87,15 @@ def main(args) -> int:
     name = args.name
     if not name.isidentifier() or keyword.iskeyword(name):
         raise UsageError(f"{name!r} is not a Python identifier; the case name is also its module's name")
+    # the module must import as itself, and the case name must be free: a json.py or a second
+    # softmax would shadow, or be shadowed by, what is there already
+    if name in sys.stdlib_module_names or importlib.util.find_spec(name) is not None:
+        raise UsageError(f"{name!r} is the name of a module Python already finds (import {name}); "
+                         "choose another name")
+    from ..cases import all_cases
+    if name in {c.name for c in all_cases()}:
+        raise UsageError(f"{name!r} is the name of a case portcheck has already (portcheck run --kernel {name}); "
+                         "choose another name")
     folder = Path(args.dir)
     files = {folder / f"{name}.py": CASE_MODULE, folder / f"test_{name}.py": TEST_MODULE}
     for path in files:
