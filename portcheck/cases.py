@@ -82,7 +82,10 @@ class Case:
     # launches may differ (atomics in any order, split reductions): each launch is judged by the
     # tolerance and their spread is reported, instead of requiring bitwise-equal launches
     nondeterministic: bool = False
-    in_place: tuple[str, ...] = ()              # argument names the kernel updates in place
+    # argument names the kernel updates in place: the oracle sees them as they were before the
+    # launch, and where it returns a reference under such a name, the value the kernel left in
+    # that argument is compared with it, as an output is (launched_in_place)
+    in_place: tuple[str, ...] = ()
     # the spec key of the reduction length ("K"), which a failure's diagnosis varies to see
     # whether the error grows with it; None: guessed from common names (portcheck.diagnose)
     reduction: str | None = None
@@ -119,6 +122,71 @@ def float64_args(args: dict, device=None) -> dict:
             v = v.detach().to(device=device, dtype=torch.float64 if v.dtype.is_floating_point else v.dtype)
         out[k] = v
     return out
+
+
+class CaseContractError(Exception):
+    """A case whose parts disagree (an oracle without a reference for a declared output, a
+    tolerance missing or of the wrong type, a reference of another shape than its output): the
+    case's fault, not the kernel's, recorded as an error that says which part."""
+
+
+def launched_in_place(case: "Case", args: dict, outs: dict):
+    """Around a launch: afterwards each argument the case updates in place (Case.in_place) holds
+    its value from before the launch again, and the value the kernel left in it is in `outs`
+    under its name (an output, compared where the oracle returns a reference for it). So the
+    oracle, and a next launch, see the inputs the kernel saw."""
+    import contextlib
+    import torch
+
+    @contextlib.contextmanager
+    def around():
+        before = {n: args[n].clone() for n in case.in_place if isinstance(args.get(n), torch.Tensor)}
+        clash = sorted(set(before) & set(outs))
+        if clash:
+            raise CaseContractError(f"{', '.join(clash)}: both an output (outputs()) and an argument "
+                                    "updated in place (in_place); give them different names")
+        try:
+            yield
+        finally:   # a launch that raised (a grid refused) leaves its arguments as they are
+            for n, value in before.items():
+                outs[n] = args[n].clone()
+                args[n].copy_(value)
+    return around()
+
+
+def contract_errors(case: "Case", outs: dict, refs: dict, tols: dict) -> str:
+    """What makes a case's oracle, tolerance and outputs disagree ("" when nothing does): every
+    declared output needs a reference and a Tolerance of its name, every reference an output (or
+    an argument updated in place) of its shape."""
+    from .tolerance import Tolerance
+    if not isinstance(refs, dict) or not isinstance(tols, dict):
+        bad = "the oracle" if not isinstance(refs, dict) else "tolerance()"
+        return f"{bad} returned a {type(refs if bad == 'the oracle' else tols).__name__}, not a dict of names"
+    problems = []
+    declared = [n for n in outs if n not in case.in_place]
+    missing = [n for n in declared if n not in refs]
+    if missing:
+        problems.append(f"the oracle returns no reference for output {', '.join(missing)} (declared by "
+                        "outputs(), so it would never be compared)")
+    extra = [n for n in refs if n not in outs]
+    if extra:
+        problems.append(f"the oracle returns {', '.join(extra)}, which is neither an output (outputs()) nor "
+                        "an argument updated in place (in_place)")
+    import torch
+    for n in [n for n in refs if not isinstance(refs[n], torch.Tensor)]:
+        problems.append(f"the oracle's {n} is a {type(refs[n]).__name__}, not a tensor")
+    for n in refs:
+        if n in outs and isinstance(refs[n], torch.Tensor) and tuple(refs[n].shape) != tuple(outs[n].shape):
+            what = "argument" if n in case.in_place else "output"
+            problems.append(f"the oracle's {n} has shape {tuple(refs[n].shape)}, the {what} {n} "
+                            f"{tuple(outs[n].shape)}")
+    for n in refs:
+        if n not in tols:
+            problems.append(f"tolerance() returns no Tolerance for {n}")
+        elif not isinstance(tols[n], Tolerance):
+            problems.append(f"tolerance()[{n!r}] is a {type(tols[n]).__name__}, not a "
+                            "portcheck.tolerance.Tolerance (rounding(), elementwise(), ... say their formula)")
+    return "; ".join(problems)
 
 
 def io_cost(args: dict, outputs: dict) -> Cost:

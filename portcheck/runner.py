@@ -20,7 +20,7 @@ import torch
 from . import as_arch as forcing
 from . import autotuned, guards, precompile
 from . import strategies as S
-from .cases import Case, cases_flag, float64_args
+from .cases import Case, CaseContractError, cases_flag, contract_errors, float64_args, launched_in_place
 from .compare import Comparison, compare, compare_launches, flat_to_index
 from .compile.worker import first_error_line
 from .diagnose import diagnose
@@ -185,16 +185,18 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
     allocated itself (torch.empty and kin, poisoned: guards.poisoned_allocations), and the notes
     on the launches (why the memory watch left one unwatched, a contiguity hint broken)."""
     device = TARGETS[target_name].device
-    in_place = {n: args[n].clone() for n in case.in_place if not input_bands and n in args}
     runs, violations, allocated, notes = [], [], 0, []
     for launch in range(checks.launches):
         with clock.timing("launches"):
             outs, bands = _outputs(case, args, device, checks.guards, launch)
             try:
-                with _program_order(target_name, spec, launch), guards.poisoned_allocations() as allocations, \
+                # synchronized inside: the in-place arguments' new values are read once the launch ended
+                with launched_in_place(case, args, outs), _program_order(target_name, spec, launch), \
+                        guards.poisoned_allocations() as allocations, \
                         _memory_watch(target_name, launch, checks, [*bands, *input_bands]) as watch, \
                         _grid_limits(target_name), _hints_checked(target_name) as hints:
                     case.launch(args, outs)
+                    synchronize(target_name)
             except GridTooLarge as exc:   # the interpreter refused the grid before its first program
                 violations.append(f"{GRID_HINT}{exc}; the launch did not run")
             synchronize(target_name)
@@ -209,12 +211,9 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
         with clock.timing("compare"):
             for band in [*bands, *input_bands]:
                 violations += [v for v in band.violations() if v not in violations]
-        if launch + 1 < checks.launches:   # the next launch sees the same inputs
-            for band in input_bands:
-                if band.in_place:
-                    band.raw.copy_(band.snapshot)
-            for n, before in in_place.items():
-                args[n].copy_(before)
+        for band in input_bands:   # the next launch sees the same guards and gaps
+            if band.in_place:
+                band.raw.copy_(band.snapshot)
     return runs, violations, allocated, notes
 
 
@@ -524,6 +523,13 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
         refs = case.oracle(args64)
     with clock.timing("compare"):
         tols = case.tolerance(args64, refs, spec["dtype"])
+        broken = contract_errors(case, outs, refs, tols)
+        if broken:
+            raise CaseContractError(f"{case.name}: {broken}")
+        unchecked = [n for n in case.in_place if n in outs and n not in refs]
+        if unchecked:
+            notes.append(f"{', '.join(unchecked)} updated in place, with no reference from the oracle: "
+                         "the value the kernel leaves there is not checked (return one under its name)")
         comps = [Comparison("guards", False, 0, worst_ratio=float("inf"), message=v) for v in violations]
         # notes, not findings: a passing record says them
         comps += [Comparison(NOTE, True, 0, message=note) for note in dict.fromkeys(notes)]
@@ -565,9 +571,9 @@ def _finite_on_rerun(case: Case, target_name: str, spec: dict, name: str, *, inp
     device = TARGETS[target_name].device
     args, _ = guards.rehome_inputs(case.make(spec, device), case.in_place, fill=inputs, poisoned=poisoned)
     outs, _ = _outputs(case, args, device, True)
-    with guards.poisoned_allocations(allocations):
+    with launched_in_place(case, args, outs), guards.poisoned_allocations(allocations):
         case.launch(args, outs)
-    synchronize(target_name)
+        synchronize(target_name)
     return _finite(outs[name])
 
 

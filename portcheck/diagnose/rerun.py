@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import guards
-from ..cases import Case, float64_args
+from ..cases import Case, float64_args, launched_in_place
 from ..tolerance import Tolerance
 from ..targets.interpreter_grid import limited
 from ..targets.runtime import TARGETS
@@ -99,10 +99,11 @@ def launch_once(case: Case, target_name: str, spec: dict) -> tuple[dict, dict]:
     target = TARGETS[target_name]
     args, _ = guards.rehome_inputs(case.make(spec, target.device), case.in_place)
     outs = _fresh_outputs(case, args, target.device)
-    with guards.poisoned_allocations(), (contextlib.nullcontext() if target.is_gpu else limited()):
+    with launched_in_place(case, args, outs), guards.poisoned_allocations(), \
+            (contextlib.nullcontext() if target.is_gpu else limited()):
         case.launch(args, outs)   # the interpreter refuses a grid no GPU launches, as the check did
-    if target.is_gpu:
-        torch.cuda.synchronize()
+        if target.is_gpu:
+            torch.cuda.synchronize()
     return args, outs
 
 

@@ -50,7 +50,7 @@ EXPECTED = {  # case -> (verdict, words the message must contain)
     "fault_oom": ("error", "allocate"),
     "fault_resources": ("pass", ""),   # a GPU-only fault: the interpreter ignores num_warps
     "fault_oracle_raises": ("error", "ZeroDivisionError: the oracle divided by zero"),
-    "fault_wrong_shape": ("fail", "shape (1,), expected (2,)"),
+    "fault_wrong_shape": ("error", "CaseContractError: fault_wrong_shape: the oracle's y has shape (2,), the output y (1,)"),
     "fault_wrong_dtype": ("fail", "dtype torch.float32, expected torch.float64 (an exact tolerance compares bits"),
 }
 
