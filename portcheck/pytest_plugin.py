@@ -208,8 +208,11 @@ def pytest_configure(config):
     try:
         select_mode(state.target, raw_interpreter=config.getoption("--raw-interpreter"))
         from .runner import Checks, configure
+        matrix, profile = config.getoption("--matrix"), config.getoption("--portcheck-profile")
         configure(Checks(guards=not config.getoption("--portcheck-no-guards"),
-                         launches=config.getoption("--portcheck-launches"), sanitize=state.sanitize))
+                         launches=config.getoption("--portcheck-launches"), sanitize=state.sanitize),
+                  (["--matrix", str(Path(matrix).resolve())] if matrix else [])
+                  + (["--profile", profile] if profile else []))
         if state.sanitize and state.target != "compile":
             from .sanitize import for_target
             for_target(state.target, state.sanitize)   # no tool, or not a GPU: stop before collecting
@@ -223,9 +226,14 @@ def pytest_configure(config):
         if (state.report_dir / "run.json").exists():   # a `portcheck run` directory: not ours to replace
             raise pytest.UsageError(f"--portcheck-report={state.report_dir} is a `portcheck run` directory; "
                                     "choose a new directory for this session's report")
-        state.report_dir.mkdir(parents=True, exist_ok=True)
-        for name in ("results.jsonl", "matrix.md", "bench.md"):
-            (state.report_dir / name).unlink(missing_ok=True)
+        try:
+            state.report_dir.mkdir(parents=True, exist_ok=True)
+            # this session's report only: a report made there before from other results goes too
+            for name in ("results.jsonl", "matrix.md", "matrix.html", "matrix.json", "bench.md"):
+                (state.report_dir / name).unlink(missing_ok=True)
+        except OSError as exc:
+            raise pytest.UsageError(f"--portcheck-report={state.report_dir}: cannot write there: "
+                                    f"{exc.strerror or exc}") from None
     config._portcheck = state
     _STATE["state"] = state     # for hooks that are not handed the config
 

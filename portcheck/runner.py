@@ -33,7 +33,7 @@ from .overrides import Override
 from .results import PHASES, Result
 from .targets import interpreter_lanes
 from .targets.interpreter_grid import GridTooLarge, excess, limited
-from .targets.runtime import TARGETS
+from .targets.runtime import TARGETS, raw_interpreter
 
 SHRINK_SHARE = 0.8   # of the per-case time limit the search may use: the rest is for digests and the record
 
@@ -59,13 +59,16 @@ class Checks:
 
 
 CHECKS = Checks()   # this process's checks: `portcheck run` and the pytest plugin set them
+REPLAY_FLAGS: tuple[str, ...] = ()   # what else a replay needs of the command line: --matrix, --profile
 
 
-def configure(checks: Checks) -> None:
-    global CHECKS
+def configure(checks: Checks, replay_flags=()) -> None:
+    """This process's checks, and the options of its command line that a printed replay must
+    repeat to reproduce (the matrix's budgets and overrides, the profile)."""
+    global CHECKS, REPLAY_FLAGS
     if checks.launches < 1:
         raise UsageError(f"--launches must be at least 1, got {checks.launches}")
-    CHECKS = checks
+    CHECKS, REPLAY_FLAGS = checks, tuple(replay_flags)
 
 
 def oracle_device(target_name: str) -> str:
@@ -735,7 +738,8 @@ def _first_cause(exc: BaseException) -> BaseException:
 def reproduce_command(target: str, case: str, dtype: str, spec: dict | None, seed=None,
                       checks: Checks | None = None, as_arch: str | None = None) -> str:
     cmd = ["portcheck", "run", *cases_flag(case), "--target", target, "--kernel", case, "--dtype", dtype,
-           *(["--as-arch", as_arch] if as_arch else []), *(checks or CHECKS).flags()]
+           *(["--as-arch", as_arch] if as_arch else []), *(checks or CHECKS).flags(),
+           *(["--raw-interpreter"] if target == "interpreter" and raw_interpreter() else []), *REPLAY_FLAGS]
     if spec is not None:
         cmd += ["--replay", json.dumps(spec, sort_keys=True)]
     elif seed is not None:

@@ -198,7 +198,7 @@ def main(args) -> int:
 
 def _main(args, standbys: _Standbys, matrix: RunPlan, named: list[str], spec: dict | None) -> int:
     from ..runner import configure
-    configure(_checks(args))    # a bad --launches stops the run before it starts
+    configure(_checks(args), _replay_flags(args))    # a bad --launches stops the run before it starts
     matrix, targets, selected, dtypes = _plan(args, matrix, named, spec)
     if args.worker:
         try:
@@ -586,6 +586,13 @@ def _child_argv(args, target: str, seed: int, results_path: Path) -> list[str]:
     return argv + _checks(args).flags()
 
 
+def _replay_flags(args) -> list[str]:
+    """What a printed replay repeats of this command line beyond the checks: the matrix (its
+    budgets and overrides) and the profile."""
+    flags = ["--matrix", str(Path(args.matrix).resolve())] if args.matrix else []
+    return flags + (["--profile", args.profile] if args.profile else [])
+
+
 def _checks(args):
     from ..runner import Checks
     return Checks(guards=not args.no_guards, launches=args.launches, sanitize=args.sanitize)
@@ -698,7 +705,9 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
                          + (["--cases", args.cases] if getattr(args, "cases", None) else [])
                          + (["--kernel", args.kernel] if args.kernel else [])
                          + (["--dtype", args.dtype] if args.dtype else [])
-                         + (["--as-arch", args.as_arch] if args.as_arch else []))
+                         + (["--as-arch", args.as_arch] if args.as_arch else [])
+                         + (["--raw-interpreter"] if args.raw_interpreter else [])
+                         + _replay_flags(args) + _checks(args).flags())
     overrides = load_overrides(matrix.overrides) if matrix.overrides else []
     scale = TIME_SCALE[args.sanitize] if args.sanitize else 1   # as the supervisor's limit (sanitize.run_each)
     # a check never times: the supervisor's --time-only workers do, each alone on its GPU

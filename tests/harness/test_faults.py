@@ -155,3 +155,19 @@ def test_a_stopped_run_ends_its_waiting_timing_worker_and_itself(tmp_path):
     assert _records(out)["fault_ok"]["verdict"] == "pass"
     time.sleep(2)   # an orphan would end itself within a second (watch_supervisor)
     assert not _processes_naming(str(out)), "the run left a worker behind"
+
+
+def test_a_replay_repeats_the_matrix_profile_and_raw_interpreter(monkeypatch):
+    """A replay printed under --raw-interpreter or another matrix reproduced another check
+    (the layer on, the default budgets and overrides): it names them."""
+    from portcheck import runner
+    from portcheck.targets import runtime
+    monkeypatch.setattr(runtime, "_RAW", True)
+    runner.configure(runner.Checks(launches=3), ["--matrix", "/x/m.toml", "--profile", "dev"])
+    try:
+        cmd = runner.reproduce_command("interpreter", "softmax", "bf16", {"dtype": "bf16", "seed": 1})
+        gpu = runner.reproduce_command("cuda", "softmax", "bf16", None, seed=0)
+    finally:
+        runner.configure(runner.Checks())
+    assert "--launches 3 --raw-interpreter --matrix /x/m.toml --profile dev --replay" in cmd, cmd
+    assert "--raw-interpreter" not in gpu and "--matrix /x/m.toml" in gpu, gpu
