@@ -225,7 +225,7 @@ def guarded_output(name: str, shape, dtype: torch.dtype, device, negative_zero: 
     `negative_zero` and a float output, of -0.0 in its format (NEGATIVE_ZERO)."""
     like = torch.empty(tuple(shape), dtype=dtype, device="meta")
     width = like.element_size()
-    nbytes = max(1, like.numel()) * width
+    nbytes = like.numel() * width   # 0 for an empty output: its guard bands meet
     largest = max((s * width for s in like.stride()), default=0)
     guard = _guard_bytes(largest)
     raw, start = _allocate(guard + nbytes + guard, device, 0)

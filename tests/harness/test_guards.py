@@ -191,3 +191,13 @@ def test_integer_and_fp8_inputs_get_their_own_poison(device):
         after = _storage_view(moved[name], 4, 1)
         mask = 2 ** (8 * after.element_size()) - 1
         assert int(guards.bits(after)[0]) & mask == poison & mask
+
+
+def test_an_empty_output_has_guard_bands_that_meet():
+    """An output with no elements (a kv-cache write of no tokens): its bands were a slot apart,
+    and reading them back raised "size of tensor a (4098) must match ... (4096)"."""
+    from portcheck import guards
+    g = guards.guarded_output("y", (0, 4), torch.float16, "cpu")
+    assert g.tensor.shape == (0, 4) and g.violations() == []
+    g.raw[g.start] = 7   # the first byte past the (empty) output
+    assert g.violations() and "after y" in g.violations()[0]
