@@ -423,6 +423,18 @@ ROW_LENGTH_KEYS = ("cols", "d")
 MANY_HINT = "more rows than the search draws ({rows}: at least {per} per SM/CU and 3, so that a persistent " \
             "kernel's programs take several rows each, and more than the 65,535 programs a grid's second " \
             "or third axis allows): "
+# On the interpreter the many-rows input runs only where its grid passes a GPU's limits (65,537 rows
+# take minutes there), and portcheck's own persistent kernels take a few programs there. A launcher
+# that caps its grid at a GPU's SMs or CUs (a constant, or a device count with a fallback off the
+# GPU) still gives each program one row of the search's 64. One more input there has STRIDING_ROWS
+# rows, more than any GPU's units (MI300X's 304 CUs, the most) and prime, in REGIME_ELEMENTS
+# elements at most, and runs where a launch has fewer programs than rows but no fewer than the
+# search's largest input had rows: there no program took a second row (a grid of a program a row
+# would only cost time, about 0.7 s for 611 programs; a grid of 4, whose programs took several of
+# the search's rows, 5 s of softmax_long's row loop over 611 rows).
+STRIDING_ROWS = 2 * 304 + 3
+STRIDING_HINT = "more rows than any GPU has SMs or CUs ({rows}), where a launch has fewer programs than rows, " \
+                "so that each program takes several: "
 
 
 def many_rows_example(spec: dict, units: int) -> dict:
@@ -436,6 +448,15 @@ def many_rows_example(spec: dict, units: int) -> dict:
     if length:
         out[length] = _cut(spec[length], max(1, MANY_ROWS_ELEMENTS // rows))
     return out
+
+
+def striding_rows_example(spec: dict) -> dict:
+    """spec (a passing row-layout input with a row length) with STRIDING_ROWS rows, its row length
+    cut to REGIME_ELEMENTS in all, and normal values."""
+    key = next(k for k in ROW_KEYS if k in spec)
+    length = next(k for k in ROW_LENGTH_KEYS if k in spec)
+    return {**spec, key: STRIDING_ROWS, length: _cut(spec[length], max(1, REGIME_ELEMENTS // STRIDING_ROWS)),
+            **({"regime": "normal"} if "regime" in spec else {})}
 
 
 def _cut(cols: int, most: int) -> int:
@@ -663,6 +684,8 @@ class _Search:
     columns_notes: list = field(default_factory=list)   # strided inputs read as if contiguous, unclaimed
     launch_notes: dict = field(default_factory=dict)   # the launches' notes (NOTE comparisons): how many examples
     many_rows: dict | None = None     # the many-rows input, once it has run (or is running)
+    striding_rows: dict | None = None  # the interpreter's input with more rows than programs
+    most_rows: int = 0                # the most rows a passing input of the search had
     configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
     largest: dict | None = None       # the largest passing input the search drew (spec_size)
     autotune_count: int = 0           # the most configurations an autotuned launch chose among
@@ -854,6 +877,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             if far_rows_base(example) and (search.far_base is None
                                            or far_rows_rank(example) > far_rows_rank(search.far_base)):
                 search.far_base = example
+            rows = [example[k] for k in ROW_KEYS if isinstance(example.get(k), int)]
+            search.most_rows = max([search.most_rows, *rows])
 
     def many_rows():
         """One more input, a passing row-layout one with more rows than the GPU has SMs or CUs."""
@@ -896,7 +921,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     def many_rows_grids():
         """On the interpreter, the many-rows input's launches noted and not run (65,537 rows take
         minutes there): where a grid passes a GPU's limits, the input runs, and the interpreter
-        refuses that grid as a GPU would (targets.interpreter_grid)."""
+        refuses that grid as a GPU would (targets.interpreter_grid); else the STRIDING_ROWS input
+        runs where a launch has fewer programs than rows."""
         spec = many_rows_example(search.far_base, 1)
         length = next((k for k in ROW_LENGTH_KEYS if k in spec), None)
         if length is None:   # no row length: rows few enough for any grid
@@ -909,6 +935,13 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         if any(excess(grid) for grid in launch_grids(case, device, case.make(probe, device))):
             search.many_rows = spec
             prop(spec)
+            return
+        # where the search's largest input had no fewer programs than rows, no program took two
+        striding = striding_rows_example(search.far_base)
+        if any(search.most_rows <= math.prod(grid) < STRIDING_ROWS
+               for grid in launch_grids(case, device, case.make(striding, device))):
+            search.striding_rows = striding
+            prop(striding)
 
     def strided():
         """More inputs, one per tensor argument: the largest passing input with that tensor's last
@@ -1069,6 +1102,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     elif result.failing_input is not None and result.failing_input is search.many_rows:
         rows = next(result.failing_input[k] for k in ROW_KEYS if k in result.failing_input)
         result.message = MANY_HINT.format(rows=rows, per=MANY_ROWS_PER_UNIT) + result.message
+    elif result.failing_input is not None and result.failing_input is search.striding_rows:
+        result.message = STRIDING_HINT.format(rows=STRIDING_ROWS) + result.message
     if result.failing_input is not None and search.failing_autotune:
         ran = "; ".join(dict.fromkeys(run.describe() for run in search.failing_autotune))
         result.message = f"{ran}: {result.message}"

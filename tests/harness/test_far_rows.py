@@ -221,6 +221,33 @@ def test_a_row_loop_that_carries_state_fails_on_many_rows(far_on_the_interpreter
     assert "--replay" in result.reproduce
 
 
+def _capped_launch(programs):
+    def launch(args, outs):   # a grid capped at an H100 / H200's 132 SMs, as a user's launcher may be
+        x, y = args["x"], outs["y"]
+        softmax_stale_sum_kernel[(min(x.shape[0], programs),)](
+            x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
+    return launch
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
+@pytest.mark.parametrize("programs", [132, 2048])
+def test_on_the_interpreter_programs_capped_at_a_gpus_sms_take_several_rows(programs):
+    """The search draws at most 64 rows; the many-rows input does not run on the interpreter. The
+    STRIDING_ROWS input (611 rows) does where a launch has fewer programs than rows: 132 programs
+    carry the sum from row to row there. 2048 programs (one a row): the input does not run."""
+    base = cases.get("softmax")
+    case = dataclasses.replace(base, name="softmax_capped", launch=_capped_launch(programs), bench=(),
+                               variants=None, baselines=None)
+    result = _check(case)
+    if programs == 2048:
+        assert result.verdict == "pass", result.message
+        return
+    assert result.verdict == "fail", result.message
+    assert result.message.startswith(runner.STRIDING_HINT.format(rows=runner.STRIDING_ROWS)), result.message
+    assert result.failing_input["rows"] == runner.STRIDING_ROWS
+    assert result.failing_input["rows"] * result.failing_input["cols"] <= runner.REGIME_ELEMENTS
+
+
 @pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
 def test_a_launch_refused_on_many_rows_fails_its_case_with_the_hint(far_on_the_interpreter):
     """As the driver refuses a grid whose second axis passes 65,535 programs: here past 4 rows,
