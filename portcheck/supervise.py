@@ -32,7 +32,7 @@ EXIT_ORPHANED = 4         # the worker's supervisor is gone
 MAX_RESTARTS = 50
 TIMED_OUT = "timed out"
 SUPERVISOR_PID = "PORTCHECK_SUPERVISOR_PID"   # set in the worker's environment
-PORTCHECK = [sys.executable, "-m", "portcheck"]   # portcheck's command line, in this interpreter
+PORTCHECK = [sys.executable, "-m", "portcheck"]   # in this interpreter (__main__ drops the current folder from the path)
 
 
 class Stopped(Exception):
