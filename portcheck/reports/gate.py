@@ -232,7 +232,7 @@ def compare(baseline: list[Entry], current: list[Entry], th: Thresholds = Thresh
         if c is not None:
             outcome.compared += 1
             outcome.findings += _compare_pair(b, c, th)
-            if b["kind"] == "runtime" and _inputs(b) != _inputs(c):
+            if b["kind"] == "runtime" and _inputs_differ(_inputs(b), _inputs(c)):
                 outcome.input_notes.add((_inputs(b), _inputs(c)))
         elif _scope(b) in scopes:
             outcome.findings.append(Finding("missing", True, b, _verdict(b), "no result"))
@@ -253,6 +253,12 @@ def _inputs(record: dict) -> tuple:
     """What decides a runtime record's inputs: the hypothesis profile and the session seed."""
     p = record.get("provenance") or {}
     return (str(p.get("profile", "?")), str(p.get("seed", "?")))
+
+
+def _inputs_differ(a: tuple, b: tuple) -> bool:
+    """Whether two records' inputs are known to differ: a field one of them does not record ("?",
+    a baseline slimmed before it kept the profile) proves nothing."""
+    return any(x != y for x, y in zip(a, b) if "?" not in (x, y))
 
 
 def _few(names: list[str], n: int = 6) -> str:
@@ -305,7 +311,7 @@ def summary(o: Outcome, th: Thresholds, baseline_label: str, inputs: list[str]) 
 # ---- baselines -----------------------------------------------------------------------------------
 
 _KEEP_PROVENANCE = ("host", "target", "arch", "device", "driver", "torch", "triton", "portcheck",
-                    "timestamp", "seed", "command")
+                    "timestamp", "seed", "profile", "command")   # the profile and seed: _inputs
 
 
 def slim(record: dict) -> dict:

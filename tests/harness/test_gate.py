@@ -257,3 +257,21 @@ def test_runs_on_other_inputs_are_noted(baseline, tmp_path, capsys):
             r["provenance"]["seed"] = 99
     code, out, _ = gate(capsys, baseline, recs, tmp_path)
     assert code == 0 and "checked on other inputs than the baseline's" in out and "seed 99" in out
+
+
+def test_a_baseline_keeps_the_profile_so_the_same_run_is_not_noted(tmp_path, capsys, monkeypatch):
+    """A baseline slimmed the profile away: a gate against the very run it came from said the
+    inputs differed ("baseline profile ? seed 0, now profile ci seed 0")."""
+    monkeypatch.chdir(tmp_path)
+    recs = results()
+    for r in recs:
+        r["provenance"]["profile"] = "ci"
+    write(tmp_path / "base" / "results.jsonl", recs)
+    code, _, _ = run_cli(capsys, "baseline", "update", "--name", "p", "--quiet", tmp_path / "base")
+    base = tmp_path / "matrices" / "baselines" / "p.json"
+    code, out, _ = gate(capsys, base, recs, tmp_path)
+    assert code == 0 and "other inputs" not in out, out
+    for r in recs:
+        r["provenance"]["profile"] = "dev"
+    code, out, _ = gate(capsys, base, recs, tmp_path)
+    assert code == 0 and "checked on other inputs than the baseline's" in out and "profile dev" in out, out
