@@ -4,7 +4,7 @@
 - A function with a known weak region (REGIONS): the error's size by quartile of the argument's
   magnitude, where the argument is an input shaped like the output. tl.exp is ex2(x log2 e) on
   NVIDIA (and v_exp_f32 of the same product on AMD): the rounding of that product grows with |x|,
-  to 63.8 ULP at x = 88 on the H200, where libdevice.exp stays at 1.93 (shared/FACTS.md, the
+  to 63.8 ULP at x = 88 on the H200, where libdevice.exp stays at 1.93 (reports/examples/math-h200/math.md, the
   exhaustive sweep `portcheck math` runs). The kernel is not rerun with the function swapped: a
   source rewrite of every jitted helper is not robust, and the error's shape is the evidence.
 - GELU: the output against both float64 forms (erf, tanh) of each candidate pre-activation (an
@@ -32,7 +32,7 @@ class Region:
     known: str      # what was measured, and where to measure it again
 
 
-# tl.exp's figures: the H200 sweep (shared/FACTS.md); libdevice's: facts.numerics
+# tl.exp's figures: the H200 sweep (reports/examples/math-h200/math.md); libdevice's: facts.numerics
 REGIONS = {
     "exp": Region("large |x|", "tl.exp's ex2.approx at large arguments: use libdevice.exp",
                   "tl.exp is exp2 of the fp32 product x log2(e), whose rounding grows with |x|: 63.8 ULP at "

@@ -4,7 +4,7 @@ classified by each side's own error against the float64 oracle:
 - within both tolerances: rounding that both bounds allow (nothing to fix);
 - a genuine bug on one side: it fails its own float64 check where the other passes;
 - an environment artifact: the failing side ran where the result says nothing about the kernel,
-  a known interpreter limitation or a format its arch lacks (shared/FACTS.md, facts/archs.py);
+  a known interpreter limitation or a format its arch lacks (facts/archs.py);
 - failing on both: the kernel (or its oracle) is wrong everywhere, not a vendor difference.
 """
 from __future__ import annotations

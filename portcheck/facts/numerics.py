@@ -18,7 +18,7 @@ class UlpBound:
     """Max error in ULP of a single-precision function; None where unknown (never guessed)."""
     cuda: float | None         # CUDA math API, documented
     hip: float | None          # HIP math API, documented
-    h200: float | None = None  # measured on the H200 over every normal fp32 input (shared/FACTS.md)
+    h200: float | None = None  # measured on the H200 over every normal fp32 input (reports/examples/math-h200/math.md)
 
     @property
     def documented(self) -> float:
@@ -29,7 +29,7 @@ class UlpBound:
 # CUDA: expf 2, exp2f 2, logf 1, log2f 1, sinf 2, cosf 2, sqrtf 0 (IEEE, -prec-sqrt=true),
 # rsqrtf 2, erff 2, tanhf 2, x/y 0 (IEEE, -prec-div=true); the intrinsics behind tl.* lowering
 # (__expf: "2 + floor(abs(1.173 * x))", __fdividef 2) have wider bounds.
-# HIP: expf 1, logf 2, sinf 1, tanhf 2, erff 4 (as quoted in shared/FACTS.md); the others are
+# HIP: expf 1, logf 2, sinf 1, tanhf 2, erff 4 (as HIP's math API documentation quotes them); the others are
 # not re-checked here. H200 (triton 3.6, all 2^32 inputs): libdevice exp 1.93 (tl.exp 63.8 at
 # x = 88, 3.9 for |x| <= pi), exp2 2.05, log 0.86, log2 0.92, sin 1.50, cos 1.51, sqrt 0.94
 # (sqrt_rn 0.50), rsqrt 1.51, erf 1.14, tanh 1.81.
