@@ -335,11 +335,14 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
             why += " on the recorded input"
         if target == "interpreter" and isinstance(code, int) and -code in MEMORY_SIGNALS:
             why += INTERPRETER_CRASH_HINT
+        records = fault_records(state, target, state.get("evidence", evidence), why)
         if on_fault is not None:
             on_fault(state, why)
         else:
-            results.append_many(results_path, fault_records(state, target, state.get("evidence", evidence), why))
+            results.append_many(results_path, records)
         line = f"{target}/{state.get('arch', '-')} {state['case']:<24} {state['dtype']:<8} error  {why}"
+        if records and records[0].get("reproduce"):   # as a failing check prints its replay
+            line += f"\n    replay: {records[0]['reproduce']}"
         output(line) if output else print(line, flush=True)
         if not restart:
             return 1

@@ -61,6 +61,11 @@ def test_the_run_completes_with_a_record_per_case(fault_run):
     assert set(records) == set(EXPECTED)
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
     assert "fault_ok" in (out / "matrix.md").read_text()
+    # a crash or a time-out prints its replay, as a failing check does
+    lines = proc.stdout.splitlines()
+    for case in ("fault_crash", "fault_hang"):
+        at = next(i for i, line in enumerate(lines) if f" {case} " in line and " error " in line)
+        assert lines[at + 1].strip() == f"replay: {records[case]['reproduce']}", lines[at:at + 2]
 
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
