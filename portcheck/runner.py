@@ -796,8 +796,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     reason = override.reason if override is not None else ""
     search = _Search()
     clock = PhaseClock(target_name)
-    with S.noting_regimes() as drawable_regimes:
-        strategy = case.inputs(dtype, max_elements)
+    strategy, drawable_regimes = S.with_regimes(lambda: case.inputs(dtype, max_elements))
     running_as = contextlib.nullcontext   # a fresh context each time it is entered
     if forced:
         local = facts_device.local_arch()

@@ -139,6 +139,19 @@ def regimes(allowed=REGIMES[:-1]) -> st.SearchStrategy[str]:
     return st.sampled_from(tuple(allowed))
 
 
+def with_regimes(build) -> tuple[st.SearchStrategy, set]:
+    """build() -> a case's strategy, and the regimes it can draw: those of every regimes()
+    strategy made while it is built or while it draws one example (one made inside a flatmap, as
+    the row families' are, is made at its first draw; noted at build time only, they were never)."""
+    from hypothesis import Phase, find
+    with noting_regimes() as noted:
+        strategy = build()
+        find(strategy, lambda _: True, settings=settings(   # one draw, not shrunk: a few milliseconds
+            database=None, max_examples=1, deadline=None, phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck)))
+    return strategy, noted
+
+
 @contextlib.contextmanager
 def noting_regimes():
     """Inside, every regimes() strategy made adds its regimes to the set yielded: what a case's

@@ -129,3 +129,19 @@ def test_ties_rows_sit_on_midpoints_between_codes_once_scaled_by_their_absmax(dt
         above = grid[(torch.searchsorted(grid, y, right=True)).clamp(max=grid.numel() - 1)]
         ties = (y - below == above - y) & (above > below)
         assert float(ties.double().mean()) > 0.3, (out, row[:8])
+
+
+def test_the_regimes_of_a_strategy_built_in_a_flatmap_are_noted():
+    """The row families build their regimes() inside a flatmap, at the first draw: noted at build
+    time only, none was, and the search's left-out regimes never ran for them."""
+    from hypothesis import strategies as st
+    lazy = st.integers(1, 4).flatmap(lambda n: st.fixed_dictionaries({"rows": st.just(n),
+                                                                      "regime": S.regimes(("normal", "ties"))}))
+    with S.noting_regimes() as built_only:
+        lazy_again = st.integers(1, 4).flatmap(lambda n: S.regimes(("zeros",)))
+    assert built_only == set() and lazy_again is not None    # why with_regimes draws once
+    strategy, noted = S.with_regimes(lambda: lazy)
+    assert strategy is lazy and noted == {"normal", "ties"}
+    from portcheck import cases
+    case = cases.get("softmax")
+    assert S.with_regimes(lambda: case.inputs("fp32", 4096))[1] == set(S.REGIMES)
