@@ -76,3 +76,9 @@ def replay_spec(spec: dict, examples: list[dict], budget: int | None, where: str
         if size and abs(value) > budget:
             raise UsageError(f"{where}: '{key}' = {value} is above the element budget {budget} "
                              "(max_elements for this target)")
+        ints = [v for v in seen if type(v) is int]
+        if type(value) is int and ints and value < min(1, min(ints)) and min(ints) >= 0:
+            least = min(1, min(ints))   # sizes and seeds the case never draws below 0 (or 1)
+            raise UsageError(f"{where}: '{key}' must be at least {least}, as the case's inputs are, got {value}")
+        if key == "seed" and type(value) is int and value >= 2**63:   # torch's generators take 64-bit seeds
+            raise UsageError(f"{where}: 'seed' must be below 2**63, got {value}")

@@ -160,13 +160,19 @@ def _check_replay(case, spec: dict, dtypes, budget: int) -> None:
         return len(examples) >= REPLAY_EXAMPLES
     draw = hypothesis.settings(database=None, max_examples=REPLAY_EXAMPLES, phases=[hypothesis.Phase.generate],
                                suppress_health_check=list(hypothesis.HealthCheck))
+    from .. import strategies as S
+    strategy, drawable = S.with_regimes(lambda: case.inputs(dtype, budget))
     try:
-        hypothesis.find(case.inputs(dtype, budget), enough, settings=draw)
+        hypothesis.find(strategy, enough, settings=draw)
     except hypothesis.errors.NoSuchExample:   # fewer distinct inputs than asked for: all were seen
         pass
     where = f"--replay for {case.name}"
     own = harness_keys(spec, set().union(*examples), where)
     replay_spec(own, examples, budget, where)
+    # the values portcheck's own strategies draw from (a failure's replay may hold "far" rows)
+    for key, known in (("regime", drawable), ("layout", {*S.LAYOUTS, "far"})):
+        if known and key in own and all(key in e for e in examples) and own[key] not in known:
+            raise UsageError(f"{where}: '{key}' must be one of {', '.join(sorted(known))}, got {own[key]!r}")
     if COLUMNS_KEY in spec and COLUMNS_KEY not in own:   # a tensor the case makes, and one that can be so
         try:
             can = stridable(case.make(own, "cpu"), case.in_place)

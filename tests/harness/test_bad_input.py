@@ -32,6 +32,15 @@ def assert_usage_error(proc, *words):
     (["run", "--replay", "{not json"], ["--replay is not JSON"]),
     (["run", "--kernel", "softmax,softmax_long", "--replay", '{"dtype": "fp32"}'],
      ["--replay needs exactly one --kernel"]),
+    *[(["run", "--target", "interpreter", "--kernel", "softmax", "--replay",
+        '{"cols": %s, "dtype": "fp32", "layout": %s, "regime": %s, "rows": %s, "seed": %s}' % values], [said])
+      for values, said in [
+          (('4', '"contiguous"', '"weird"', '2', '1'), "'regime' must be one of equal, large, normal"),
+          (('4', '"sideways"', '"normal"', '2', '1'), "'layout' must be one of contiguous, far, padded"),
+          (('-3', '"contiguous"', '"normal"', '2', '1'), "'cols' must be at least 1"),
+          (('4', '"contiguous"', '"normal"', '0', '1'), "'rows' must be at least 1"),
+          (('4', '"contiguous"', '"normal"', '2', '-1'), "'seed' must be at least 0"),
+          (('4', '"contiguous"', '"normal"', '2', '99999999999999999999'), "'seed' must be below 2**63")]],
     (["run", "--timeout", "0"], ["--timeout must be positive"]),
     (["run", "--shrink-time", "-1"], ["--shrink-time must be finite and 0 or more"]),
     (["run", "--matrix", "/no/such/matrix.toml"], ["cannot read matrix file"]),
