@@ -273,8 +273,14 @@ def values(shape, dtype: str, regime: str, gen: torch.Generator, scale: float = 
         row = normal((*shape[:-1], 1), gen, scale)
         base = row.expand(*shape).clone()
     elif regime == "offset":
-        # each row: +-c plus its normal spread, the sign drawn per row
+        # each row: +-c plus its normal spread, the first row's sign drawn and the rows' signs
+        # alternating after it, so that two rows or more lie on both sides of zero (a bug that
+        # shows only below zero, a -inf fill of the masked lanes given as 0, passed on inputs
+        # whose rows all drew +)
         sign = normal((*shape[:-1], 1), gen).sign_()
+        flip = torch.ones(sign.numel(), dtype=sign.dtype, device=sign.device)
+        flip[1::2] = -1
+        sign = sign.flatten()[:1].mul(flip).reshape(sign.shape)
         base.add_(sign.mul_(offset_ratio(dtype) * scale))
     elif regime == "zeros":
         kept = normal((*shape[:-1], 1), gen) > 0

@@ -49,6 +49,8 @@ def test_offset_rows_are_the_normal_rows_moved_by_a_signed_multiple_of_their_spr
     sign = (moved - spread).mean(dim=1, keepdim=True).sign()
     assert set(sign.flatten().tolist()) == {-1.0, 1.0}
     assert torch.equal(moved, (spread + sign * ratio * 0.5).to(fmt(dtype).torch_dtype).to(torch.float64))
+    # the signs alternate from the first row's: any two rows lie on both sides of zero
+    assert torch.equal(sign[1:].flatten(), -sign[:-1].flatten())
 
 
 def test_zero_rows_are_the_first_and_about_half_the_others_the_rest_as_drawn():
