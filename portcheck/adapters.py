@@ -48,14 +48,16 @@ def oracle_from_torch(fn, *outputs: str):
 def allocating_launcher(fn, *outputs: str):
     """A Case.launch from a launcher that allocates and returns its outputs (one tensor, a tuple
     in the order of `outputs`, or a dict). Its results are copied into the harness's buffers after
-    a shape and dtype check. Elements the kernel never writes are caught when the launcher
-    allocates with torch.empty or its kin, which hold the harness's poison during a check
-    (guards.poisoned_allocations); a store past the end of its own allocation is NOT detected (no
-    guard bands surround it): write into `outs` to have those caught too."""
+    a shape and dtype check. Where the launcher allocates with torch.empty or its kin, what it
+    allocates holds the harness's poison during a check and a contiguous tensor sits between guard
+    bands (guards.poisoned_allocations): elements the kernel never writes, and stores past either
+    end, are caught. An output made another way (torch.zeros, a torch op) is neither poisoned nor
+    guarded: write into `outs` to have everything caught."""
     outputs = outputs or ("out",)
     warnings.warn(AllocatedOutputWarning(
-        f"{fn.__name__} allocates its own outputs: portcheck copies them into its guarded buffers, so "
-        "a store past their ends is not detected (unwritten elements are, when they come from torch.empty)"),
+        f"{fn.__name__} allocates its own outputs: portcheck poisons and guards them where they come from "
+        "torch.empty or its kin (contiguous); an output made another way (torch.zeros, a torch op) is "
+        "neither, so its unwritten elements and stores past its ends go unseen"),
         stacklevel=2)
 
     def launch(args: dict, outs: dict) -> None:

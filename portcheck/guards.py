@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .frames import calling_line
+
 ALIGN = 256                # bytes: the data pointer's address modulo ALIGN is preserved
 MIN_GUARD_BYTES = 4096     # at least this much guard before and after each allocation
 # inputs spanning more than this stay where they are, unguarded: a re-home takes a guard of a row
@@ -104,23 +106,36 @@ EMPTY_FACTORIES = frozenset({torch.empty, torch.empty_like, torch.empty_strided,
 def poisoned_allocations(fill: dict = OUTPUT_POISON) -> "_PoisonedAllocations":
     """A context inside which every tensor an EMPTY_FACTORIES call returns holds `fill`'s value
     for its dtype (the output poison by default; FINITE_FILL for the confirming re-run), not
-    whatever the allocator's block held before. `.allocated` counts those tensors."""
+    whatever the allocator's block held before, and a contiguous one sits between guard bands, as
+    the harness's outputs do: `.violations()` after the launch names a store past either end of
+    it (on the interpreter such a store corrupted the heap, and the process died of SIGABRT, or
+    not). `.allocated` counts those tensors."""
     return _PoisonedAllocations(fill)
 
 
 class _PoisonedAllocations(TorchFunctionMode):
     def __init__(self, fill: dict):
         super().__init__()
-        self.fill, self.allocated = fill, 0
+        self.fill, self.allocated, self.bands = fill, 0, []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))   # the mode is off inside its own handler
         if (func in EMPTY_FACTORIES and isinstance(result, torch.Tensor) and result.numel()
                 and result.dtype in self.fill
                 and not (result.is_cuda and torch.cuda.is_current_stream_capturing())):   # no copy in a capture
+            if result.is_contiguous() and result.layout == torch.strided and not result.requires_grad:
+                band = guarded_output(f"the {tuple(result.shape)} {str(result.dtype).replace('torch.', '')} "
+                                      f"tensor the launcher allocated at {calling_line()}",
+                                      result.shape, result.dtype, result.device)
+                self.bands.append(band)
+                result = band.tensor
             result.copy_(pattern(result.dtype, self.fill).view(result.dtype).to(result.device).expand(result.shape))
             self.allocated += 1
         return result
+
+    def violations(self) -> list[str]:
+        """'out-of-bounds write: ...' for each allocation whose guard bands changed."""
+        return [v for band in self.bands for v in band.violations()]
 
 
 def _guard_bytes(largest_stride_bytes: int) -> int:

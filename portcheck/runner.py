@@ -204,6 +204,7 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
                 violations.append(f"{GRID_HINT}{exc}; the launch did not run")
             synchronize(target_name)
             allocated += allocations.allocated
+            violations += [v for v in allocations.violations() if v not in violations]
             if hints is not None:
                 violations += [h for h in hints.broken if h not in violations]
                 notes += hints.notes

@@ -239,7 +239,7 @@ def test_a_launcher_that_allocates_its_output_is_copied_into_the_poisoned_buffer
     import portcheck
     import torch
     from portcheck.adapters import AllocatedOutputWarning
-    with pytest.warns(AllocatedOutputWarning, match="not detected"):
+    with pytest.warns(AllocatedOutputWarning, match="made another way"):
         launch = portcheck.allocating_launcher(lambda x: (2 * x).half(), "y")
     outs = {"y": torch.full((3, 4), float("nan"), dtype=torch.float16)}
     launch({"x": torch.ones(3, 4)}, outs)

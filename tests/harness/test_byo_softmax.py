@@ -97,3 +97,24 @@ def test_an_allocating_launcher_that_leaves_elements_unwritten_is_caught():
     r = _check(_with_kernel(short_store_kernel), "fp32")
     assert r.verdict == "fail", r.message
     assert "never written" in r.message or "read before written" in r.message, r.message
+
+
+@triton.jit
+def long_store_kernel(x_ptr, y_ptr, x_stride, y_stride, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    y = (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + row * y_stride + offs, y, mask=offs <= cols)   # BUG: one column past each row
+
+
+def test_an_allocating_launcher_that_stores_past_its_output_is_caught():
+    """The launcher's torch.empty output sits between guard bands during a check, as the harness's
+    own outputs do: the last row's store past its end lands in them (it corrupted the heap on the
+    interpreter before, and the worker died of SIGABRT, or did not). The message names the
+    allocation's line."""
+    r = _check(_with_kernel(long_store_kernel), "fp32")
+    assert r.verdict == "fail", r.message
+    assert "out-of-bounds write" in r.message and "tensor the launcher allocated at test_byo_softmax.py:" \
+        in r.message, r.message
