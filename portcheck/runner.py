@@ -579,6 +579,28 @@ def _evaluate(case: Case, target_name: str, spec: dict, tol_factor: float, tol_r
     return comps
 
 
+def _made_alike(case: Case, device: str, spec: dict) -> None:
+    """make() twice on one spec must give the same arguments, bit for bit: inputs drawn from
+    torch's global generator, or another source the spec does not fix, make every failure's
+    replay another input (portcheck.strategies.generator(spec["seed"]) fixes them)."""
+    first, again = case.make(spec, device), case.make(spec, device)
+    for name in first:
+        a, b = first[name], again.get(name)
+        if isinstance(a, torch.Tensor):
+            same = (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
+                    and torch.equal(a.detach().contiguous().view(-1).view(torch.uint8),
+                                    b.detach().contiguous().view(-1).view(torch.uint8)))
+        else:
+            try:
+                same = bool(a == b) or bool(a != a and b != b)   # a NaN scalar is itself
+            except Exception:   # noqa: BLE001  a list of tensors, say: not judged here
+                same = True
+        if not same:
+            raise CaseContractError(
+                f"{case.name}: make() gave two different {name!r} for one spec: its inputs do not follow from "
+                "the spec, so no failure would replay; draw them from portcheck.strategies.generator(spec['seed'])")
+
+
 def unexplained_nan(comp: Comparison) -> bool:
     """A NaN or Inf where the reference is finite that is not the output poison."""
     return comp.nan_where_finite is not None and bool(comp.nan_where_finite.any())
@@ -831,6 +853,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         if on_example is not None:
             on_example(example)
         try:
+            if search.examples == 1:   # once a check: a replay must make the inputs the check made
+                _made_alike(case, TARGETS[target_name].device, example)
             comps = evaluate(case, target_name, example, factor, reason, checks=checks, clock=clock)
         except facts_device.NotRunnableHere as exc:   # recorded in the record's as_arch.skipped
             search.examples -= 1

@@ -95,3 +95,11 @@ def test_an_in_place_argument_without_a_reference_is_noted_unchecked():
 def test_a_case_whose_parts_disagree_is_an_error_that_names_the_part(changes, said):
     r = _check(_case(**changes))
     assert r.verdict == "error" and r.message.startswith("CaseContractError") and said in r.message, r.message
+
+
+def test_inputs_that_do_not_follow_from_the_spec_are_an_error():
+    """make() drawing from torch's global generator: every replay would be another input."""
+    def make(spec, device):
+        return {"x": torch.randn(2, 8, device=device), "r": torch.zeros(2, 8, device=device)}
+    r = _check(_case(make=make))
+    assert r.verdict == "error" and "make() gave two different 'x' for one spec" in r.message, r.message
