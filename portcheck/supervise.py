@@ -58,6 +58,17 @@ def stopping_on_signals():
             signal.signal(sig, handler)
 
 
+def in_flight(run_dir: Path) -> list[str]:
+    """'case dtype on arch' for each worker of a run directory that was in a case when it stopped
+    (its in-flight file names one)."""
+    found = []
+    for inflight in sorted(run_dir.glob(".*.inflight.json")):
+        state = _read(inflight)
+        if isinstance(state, dict) and "case" in state:
+            found.append(f"{state['case']} {state.get('dtype', '')} on {state.get('arch', '?')}")
+    return found
+
+
 def inflight_path(results_path: Path, target: str, slot: int | None = None) -> Path:
     """The in-flight file of a target's worker (of worker `slot` of several)."""
     return Path(results_path).with_name(f".{target}{'' if slot is None else f'.{slot}'}.inflight.json")

@@ -10,6 +10,7 @@ from ..reports.markdown import render as render_markdown
 from ..reports.output import write_all
 from ..reports.html import render as render_html
 from ..errors import UsageError
+from ..supervise import in_flight
 from .run import RUN_MANIFEST
 from ._common import add_overrides_argument, overrides_in_force, timestamped
 
@@ -35,8 +36,11 @@ def main(args) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is not a directory")
     notes: list[str] = []
-    entries = merge.load(args.results, quiet=args.quiet, notes=notes)
     unfinished = [n for n in map(_unfinished_run, args.results) if n]
+    try:
+        entries = merge.load(args.results, quiet=args.quiet, notes=notes)
+    except UsageError as exc:   # a run stopped before its first record: say which case it was in
+        raise UsageError("; ".join([str(exc), *unfinished])) from None
     matrix = merge.build(entries, overrides_in_force(args, entries))
     title = args.title + (" - PARTIAL: a run did not finish" if unfinished else "")
     files = {out / "matrix.json": json.dumps(matrix.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n",
@@ -69,11 +73,6 @@ def _unfinished_run(path: str) -> str | None:
     if status == "complete":
         return None
     note = f"{run_dir} did not finish (run.json status {status!r}"
-    for inflight in sorted(run_dir.glob(".*.inflight.json")):
-        try:
-            state = json.loads(inflight.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(state, dict) and "case" in state:
-            note += f"; in flight: {state['case']} {state.get('dtype', '')} on {state.get('arch', '?')}"
+    for case in in_flight(run_dir):
+        note += f"; in flight: {case}"
     return note + "): its missing cases are not in this report"

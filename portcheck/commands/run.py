@@ -32,7 +32,7 @@ from ..reports.output import atomic_write, owned, write_reserved
 from ..reports.progress import Progress
 from ..sanitize import TIME_SCALE, TOOLS, for_target, run_each
 from ..supervise import (EXIT_CONTEXT_LOST, PORTCHECK, Stopped, Unfinished, announce, finish, gpu_context_ok,
-                         inflight_path, stopping_on_signals, supervise, supervise_all)
+                         in_flight, inflight_path, stopping_on_signals, supervise, supervise_all)
 from ..targets.runtime import RUNTIME_TARGETS, resolve, select_mode, target_env
 from ..targets.runtime import target as runtime_target
 from ._common import (DEFAULT_MATRIX, add_cases_argument, check_dtypes, csv, json_spec, load_cases, load_run_plan,
@@ -300,6 +300,7 @@ def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Pat
     print(f"portcheck run: {plan_sources(matrix)}", flush=True)
     # written with room to spare: on a full disk its final state still fits in its own blocks
     atomic_write(out / RUN_MANIFEST, json.dumps(manifest, indent=2) + "\n" + " " * MANIFEST_RESERVE)
+    results_path.touch()   # there from the start: a run stopped before its first record still has one
     status, stopped, unfinished = 0, "", []
     try:
         with stopping_on_signals():
@@ -307,6 +308,7 @@ def _supervise_run(args, matrix, targets, selected, dtypes, sanitizers, out: Pat
                                         unfinished, standbys)
     except (KeyboardInterrupt, Stopped) as exc:
         stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        stopped += "".join(f"; in flight: {case}" for case in in_flight(out))
         status = 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
         print(f"\nportcheck: {stopped}; writing the partial report", file=sys.stderr, flush=True)
     except OSError as exc:   # a full disk, say: say so in one line and keep what was written

@@ -107,8 +107,9 @@ def test_interrupt_leaves_a_valid_partial_report(tmp_path):
     proc = subprocess.Popen(cmd, env={**_env(), "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
+    # the results file is there from the start: wait for fault_ok's record in it
     while time.time() < deadline and not list(out.glob(".interpreter*.inflight.json")) or \
-            not (out / "results.jsonl").exists():
+            not (out / "results.jsonl").exists() or not (out / "results.jsonl").stat().st_size:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.2)
     time.sleep(1.0)   # the hang case is now running
@@ -122,7 +123,30 @@ def test_interrupt_leaves_a_valid_partial_report(tmp_path):
     assert proc.returncode == 130, err
     assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
     assert "PARTIAL: interrupted" in (out / "matrix.md").read_text()
+    assert "in flight: fault_hang fp32" in (out / "matrix.md").read_text()   # the case it stopped in
     assert _records(out)["fault_ok"]["verdict"] == "pass"
+
+
+def test_a_run_stopped_before_its_first_record_still_has_a_results_file_and_names_the_case(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "portcheck", "run", "--target", "interpreter", "--kernel", "fault_hang",
+           "--profile", "ci", "--timeout", "300", "--out", str(out), "--jobs", "1"]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(out.glob(".interpreter*.inflight.json")):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert (out / "results.jsonl").exists() and (out / "results.jsonl").read_text() == ""
+    assert "in flight: fault_hang fp32" in (out / "matrix.md").read_text()
+    report = subprocess.run([sys.executable, "-m", "portcheck", "report", str(out), "--out", str(tmp_path / "rep")],
+                            env=_env(), capture_output=True, text=True, timeout=120)
+    # no records to report: a usage error that says the run stopped in that case
+    assert report.returncode == 2 and "holds no result records" in report.stderr, report
+    assert "in flight: fault_hang fp32" in report.stderr and "Traceback" not in report.stderr, report
 
 
 # the run with its timing pool on, which GPU runs have (here on the interpreter, which times nothing)
