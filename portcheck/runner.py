@@ -1098,8 +1098,17 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         report_failure()
     except Exception as exc:  # a kernel, launcher or oracle fault fails this case only
         search.end_search()
-        result.verdict, result.message = "error", _error_message(_first_cause(exc))
-        search.failing = search.failing or search.current
+        failed = isinstance(exc, BaseExceptionGroup) and exc.subgroup(CaseFailed) is not None
+        if failed and search.failing is not None:
+            # hypothesis found a failure and, on other inputs, a fault: the failure is the finding,
+            # reported on its own input (the record held the fault's message with the failure's input)
+            fault = exc.subgroup(lambda e: not isinstance(e, (CaseFailed, BaseExceptionGroup)))
+            report_failure()
+            if fault is not None:
+                result.message += f" (another input raised {_error_message(_first_cause(fault))})"
+        else:
+            result.verdict, result.message = "error", _error_message(_first_cause(exc))
+            search.failing = search.faulting or search.failing or search.current
     if search.not_here and search.examples == 0 and result.verdict in ("pass", "error"):
         # --as-arch: no input could run on the local device (hypothesis gave up, or the replay)
         result.verdict, result.message = "skip", "; ".join(search.not_here)

@@ -103,3 +103,21 @@ def test_inputs_that_do_not_follow_from_the_spec_are_an_error():
         return {"x": torch.randn(2, 8, device=device), "r": torch.zeros(2, 8, device=device)}
     r = _check(_case(make=make))
     assert r.verdict == "error" and "make() gave two different 'x' for one spec" in r.message, r.message
+
+
+def test_a_failure_and_a_fault_on_other_inputs_report_the_failure_on_its_own_input():
+    """Shrinking a failure met a fault on another input: hypothesis raised both, and the record
+    held the fault's message with the failure's input, whose replay showed the failure."""
+    wrong, right = _launch(2), _launch(0)
+
+    def launch(args, outs):   # wrong from two columns on; one column of two rows or more raises
+        rows, cols = args["x"].shape
+        if cols == 1 and rows >= 2:
+            raise RuntimeError("one column of several rows refused here")
+        (wrong if cols >= 2 else right)(args, outs)
+    search = hypothesis.settings(SEARCH, max_examples=30)
+    r = check(_case(launch=launch), "interpreter", "cpu-interpreter", "fp32", settings=search,
+              max_elements=1024, seed=0)
+    assert r.verdict == "fail" and r.message.startswith("y:"), r.message
+    assert r.failing_input["cols"] >= 2
+    assert "(another input raised RuntimeError: one column of several rows refused here" in r.message, r.message
