@@ -893,7 +893,11 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                 search.largest = example
             if autotuned.launched():
                 search.autotuned.append((example, autotuned.launched()))
-            if "regime" in example and spec_size(example) > max(example.get(k, 1) for k in ROW_KEYS):
+            # a regime counts once drawn on a row of two elements or more and, where the spec has
+            # rows, two rows or more: the offset regime's rows alternate their side of zero, the
+            # zeros regime zeroes the first row, ties takes its formats row by row
+            rows = max((example[k] for k in ROW_KEYS if isinstance(example.get(k), int)), default=None)
+            if "regime" in example and spec_size(example) > (rows or 1) and (rows is None or rows >= 2):
                 search.regimes_run.add(example["regime"])
                 if spec_size(example) <= REGIME_ELEMENTS and (
                         search.regime_base is None or spec_size(example) > spec_size(search.regime_base)):
@@ -901,8 +905,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             if far_rows_base(example) and (search.far_base is None
                                            or far_rows_rank(example) > far_rows_rank(search.far_base)):
                 search.far_base = example
-            rows = [example[k] for k in ROW_KEYS if isinstance(example.get(k), int)]
-            search.most_rows = max([search.most_rows, *rows])
+            search.most_rows = max(search.most_rows, rows or 0)
 
     def many_rows():
         """One more input, a passing row-layout one with more rows than the GPU has SMs or CUs."""
