@@ -174,7 +174,9 @@ def test_a_stopped_run_ends_its_waiting_timing_worker_and_itself(tmp_path):
                              "fault_ok,fault_hang", "--profile", "ci", "--timeout", "300", "--out", str(out),
                              "--jobs", "2"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
-    while time.time() < deadline and not ((out / "results.jsonl").exists() and _processes_naming("--time-only")):
+    # the results file is there from the start: wait for a record in it (fault_ok's)
+    while time.time() < deadline and not ((out / "results.jsonl").exists() and (out / "results.jsonl").stat().st_size
+                                          and _processes_naming("--time-only")):
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
