@@ -84,6 +84,10 @@ def pick(entries: list[Entry], arch: str | None, name: str, flag: str) -> Side:
     hosts = sorted({(r.get("provenance") or {}).get("host") or "?" for r in recs})
     side = Side(f"{target}/{arch_} ({', '.join(hosts)})", {(r["case"], r["dtype"]): r for r in recs}, target, arch_)
     if not any((r.get("digests") or {}).get("entries") for r in recs):
+        if all(r.get("evidence") == "as-arch" for r in recs):   # their launches ran on another device
+            raise UsageError(f"{name}: its {target}/{arch_} results come from --as-arch, which records no output "
+                             "digests (the arch's configurations ran on this machine's device, not on the arch): "
+                             "diff compares runs on the archs themselves")
         raise UsageError(f"{name}: its runtime results hold no output digests; they come from a run by "
                          "a portcheck that records them (portcheck run / pytest with digests enabled)")
     return side

@@ -129,6 +129,10 @@ def test_runs_without_digests_or_common_inputs(run_a, tmp_path, capsys):
     plain = write(tmp_path / "plain.jsonl", [runtime("softmax", "fp32", "cuda", "sm_90a")])
     code, _, err = run_cli(capsys, "diff", run_a, plain)
     assert code == 2 and "hold no output digests" in err
+    forced = runtime("softmax", "fp32", "interpreter", "gfx942")
+    forced.update(evidence="as-arch", as_arch={"arch": "gfx942", "local": "cpu-interpreter", "stands_for": ["gfx942"]})
+    code, _, err = run_cli(capsys, "diff", run_a, write(tmp_path / "forced.jsonl", [forced]))
+    assert code == 2 and "come from --as-arch, which records no output digests" in err, err
     recs = as_other_vendor(run_a)
     for r in recs:
         for e in r["digests"]["entries"]:
