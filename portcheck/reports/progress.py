@@ -49,7 +49,8 @@ class Progress:
             quarter = 4 * self.done // self.total
             if quarter > self._last_quarter:
                 self._last_quarter = quarter
-                self.stream.write(f"{self.label}: {25 * quarter}% ({self.done}/{self.total}){self._left()}\n")
+                share = 100 * self.done // self.total   # at each quarter crossed: 1 of 3 is 33%, not 25%
+                self.stream.write(f"{self.label}: {share}% ({self.done}/{self.total}){self._left()}\n")
                 self.stream.flush()
 
     def clear(self) -> None:
