@@ -356,6 +356,10 @@ def refused(exc: BaseException) -> bool:
 # longest rows take seconds an example
 CACHE_RUNS = 4   # inputs a check runs with a configuration another input's key chose (autotune_cache)
 REGIME_ELEMENTS = 4096
+# the interpreter's: the regimes' bugs (an overflow, subnormals, a cancelling variance, a zero row,
+# ties, inf and NaN) show on rows of a few elements, and softmax_long's row loops there take about
+# a second for an input of 4,096 (its regime inputs added 4 to 7 s to the default matrix)
+INTERPRETER_REGIME_ELEMENTS = 1024
 ROW_KEYS = ("rows", "tokens")   # the spec keys that name the row count of a laid-out tensor
 FAR_HEADROOM = 2                # free device memory needed: this many times the far tensor's bytes
 
@@ -820,6 +824,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     search = _Search()
     clock = PhaseClock(target_name)
     strategy, drawable_regimes = S.with_regimes(lambda: case.inputs(dtype, max_elements))
+    regime_elements = REGIME_ELEMENTS if TARGETS[target_name].is_gpu else INTERPRETER_REGIME_ELEMENTS
     running_as = contextlib.nullcontext   # a fresh context each time it is entered
     if forced:
         local = facts_device.local_arch()
@@ -899,7 +904,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             rows = max((example[k] for k in ROW_KEYS if isinstance(example.get(k), int)), default=None)
             if "regime" in example and spec_size(example) > (rows or 1) and (rows is None or rows >= 2):
                 search.regimes_run.add(example["regime"])
-                if spec_size(example) <= REGIME_ELEMENTS and (
+                if spec_size(example) <= regime_elements and (
                         search.regime_base is None or spec_size(example) > spec_size(search.regime_base)):
                     search.regime_base = example
             if far_rows_base(example) and (search.far_base is None

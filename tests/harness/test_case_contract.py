@@ -23,7 +23,9 @@ from portcheck.runner import check
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
                                 reason="the kernels here run on the interpreter (--target=interpreter)")
 
+# found, not shrunk (a failure's shrink costs seconds here and shows nothing these tests look at)
 SEARCH = hypothesis.settings(max_examples=6, derandomize=True, deadline=None, database=None,
+                             phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
                              suppress_health_check=list(hypothesis.HealthCheck))
 
 
@@ -115,9 +117,10 @@ def test_a_failure_and_a_fault_on_other_inputs_report_the_failure_on_its_own_inp
         if cols == 1 and rows >= 2:
             raise RuntimeError("one column of several rows refused here")
         (wrong if cols >= 2 else right)(args, outs)
-    search = hypothesis.settings(SEARCH, max_examples=30)
+    search = hypothesis.settings(SEARCH, max_examples=30,   # with the shrink, which meets the fault
+                                 phases=hypothesis.settings.default.phases)
     r = check(_case(launch=launch), "interpreter", "cpu-interpreter", "fp32", settings=search,
-              max_elements=1024, seed=0)
+              max_elements=64, seed=0)   # small inputs: a shrink of few, fast steps
     assert r.verdict == "fail" and r.message.startswith("y:"), r.message
     assert r.failing_input["cols"] >= 2
     assert "(another input raised RuntimeError: one column of several rows refused here" in r.message, r.message
