@@ -208,11 +208,12 @@ def pytest_configure(config):
     try:
         select_mode(state.target, raw_interpreter=config.getoption("--raw-interpreter"))
         from .runner import Checks, configure
+        raw = config.getoption("--raw-interpreter") and state.target == "interpreter"
         matrix, profile = config.getoption("--matrix"), config.getoption("--portcheck-profile")
+        replay = ((["--raw-interpreter"] if raw else []) + (["--matrix", str(Path(matrix).resolve())] if matrix else [])
+                  + (["--profile", profile] if profile else []))   # what a printed replay repeats
         configure(Checks(guards=not config.getoption("--portcheck-no-guards"),
-                         launches=config.getoption("--portcheck-launches"), sanitize=state.sanitize),
-                  (["--matrix", str(Path(matrix).resolve())] if matrix else [])
-                  + (["--profile", profile] if profile else []))
+                         launches=config.getoption("--portcheck-launches"), sanitize=state.sanitize), replay)
         if state.sanitize and state.target != "compile":
             from .sanitize import for_target
             for_target(state.target, state.sanitize)   # no tool, or not a GPU: stop before collecting

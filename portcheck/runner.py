@@ -33,7 +33,7 @@ from .overrides import Override
 from .results import PHASES, Result
 from .targets import interpreter_lanes
 from .targets.interpreter_grid import GridTooLarge, excess, limited
-from .targets.runtime import TARGETS, raw_interpreter
+from .targets.runtime import TARGETS
 
 SHRINK_SHARE = 0.8   # of the per-case time limit the search may use: the rest is for digests and the record
 
@@ -59,12 +59,14 @@ class Checks:
 
 
 CHECKS = Checks()   # this process's checks: `portcheck run` and the pytest plugin set them
-REPLAY_FLAGS: tuple[str, ...] = ()   # what else a replay needs of the command line: --matrix, --profile
+REPLAY_FLAGS: tuple[str, ...] = ()   # what else a replay needs of the command line: --raw-interpreter,
+                                     # --matrix, --profile
 
 
 def configure(checks: Checks, replay_flags=()) -> None:
     """This process's checks, and the options of its command line that a printed replay must
-    repeat to reproduce (the matrix's budgets and overrides, the profile)."""
+    repeat to reproduce (Triton's own interpreter numerics, the matrix's budgets and overrides,
+    the profile)."""
     global CHECKS, REPLAY_FLAGS
     if checks.launches < 1:
         raise UsageError(f"--launches must be at least 1, got {checks.launches}")
@@ -193,13 +195,11 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
         with clock.timing("launches"):
             outs, bands = _outputs(case, args, device, checks.guards, launch)
             try:
-                # synchronized inside: the in-place arguments' new values are read once the launch ended
                 with launched_in_place(case, args, outs), _program_order(target_name, spec, launch), \
                         guards.poisoned_allocations() as allocations, \
                         _memory_watch(target_name, launch, checks, [*bands, *input_bands]) as watch, \
                         _grid_limits(target_name), _hints_checked(target_name) as hints:
                     case.launch(args, outs)
-                    synchronize(target_name)
             except GridTooLarge as exc:   # the interpreter refused the grid before its first program
                 violations.append(f"{GRID_HINT}{exc}; the launch did not run")
             synchronize(target_name)
@@ -624,7 +624,7 @@ def _finite_on_rerun(case: Case, target_name: str, spec: dict, name: str, *, inp
     outs, _ = _outputs(case, args, device, True)
     with launched_in_place(case, args, outs), guards.poisoned_allocations(allocations):
         case.launch(args, outs)
-        synchronize(target_name)
+    synchronize(target_name)
     return _finite(outs[name])
 
 
@@ -788,8 +788,7 @@ def _first_cause(exc: BaseException) -> BaseException:
 def reproduce_command(target: str, case: str, dtype: str, spec: dict | None, seed=None,
                       checks: Checks | None = None, as_arch: str | None = None) -> str:
     cmd = ["portcheck", "run", *cases_flag(case), "--target", target, "--kernel", case, "--dtype", dtype,
-           *(["--as-arch", as_arch] if as_arch else []), *(checks or CHECKS).flags(),
-           *(["--raw-interpreter"] if target == "interpreter" and raw_interpreter() else []), *REPLAY_FLAGS]
+           *(["--as-arch", as_arch] if as_arch else []), *(checks or CHECKS).flags(), *REPLAY_FLAGS]
     if spec is not None:
         cmd += ["--replay", json.dumps(spec, sort_keys=True)]
     elif seed is not None:

@@ -595,9 +595,11 @@ def _child_argv(args, target: str, seed: int, results_path: Path) -> list[str]:
 
 
 def _replay_flags(args) -> list[str]:
-    """What a printed replay repeats of this command line beyond the checks: the matrix (its
-    budgets and overrides) and the profile."""
-    flags = ["--matrix", str(Path(args.matrix).resolve())] if args.matrix else []
+    """What a printed replay repeats of this command line beyond the checks: Triton's own
+    interpreter numerics (a worker's one target), the matrix (its budgets and overrides) and the
+    profile."""
+    flags = ["--raw-interpreter"] if args.raw_interpreter and args.target == "interpreter" else []
+    flags += ["--matrix", str(Path(args.matrix).resolve())] if args.matrix else []
     return flags + (["--profile", args.profile] if args.profile else [])
 
 
@@ -714,7 +716,6 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
                          + (["--kernel", args.kernel] if args.kernel else [])
                          + (["--dtype", args.dtype] if args.dtype else [])
                          + (["--as-arch", args.as_arch] if args.as_arch else [])
-                         + (["--raw-interpreter"] if args.raw_interpreter else [])
                          + _replay_flags(args) + _checks(args).flags())
     overrides = load_overrides(matrix.overrides) if matrix.overrides else []
     scale = TIME_SCALE[args.sanitize] if args.sanitize else 1   # as the supervisor's limit (sanitize.run_each)

@@ -159,21 +159,10 @@ def target_env(target_name: str) -> dict:
     return env
 
 
-_RAW = False   # select_mode chose Triton's own interpreter, without portcheck's layers
-
-
-def raw_interpreter() -> bool:
-    """Whether this process runs Triton's interpreter without portcheck's layers (--raw-interpreter):
-    a replay must say so to reproduce."""
-    return _RAW
-
-
 def select_mode(target_name: str, raw_interpreter: bool = False) -> None:
     """Fix this process's Triton mode for the target; call before importing any kernel module.
     The interpreter gets portcheck's numerics layer (interpreter_numerics) and poisoned undefined
     lanes (interpreter_lanes) unless raw_interpreter."""
-    global _RAW
-    _RAW = target_name == "interpreter" and raw_interpreter
     if target_name == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
         # inputs with inf/NaN are deliberate; numpy's warnings about them are noise here

@@ -188,17 +188,20 @@ def test_a_stopped_run_ends_its_waiting_timing_worker_and_itself(tmp_path):
     assert not _processes_naming(str(out)), "the run left a worker behind"
 
 
-def test_a_replay_repeats_the_matrix_profile_and_raw_interpreter(monkeypatch):
+def test_a_replay_repeats_the_matrix_profile_and_raw_interpreter():
     """A replay printed under --raw-interpreter or another matrix reproduced another check
     (the layer on, the default budgets and overrides): it names them."""
+    import argparse
+
     from portcheck import runner
-    from portcheck.targets import runtime
-    monkeypatch.setattr(runtime, "_RAW", True)
-    runner.configure(runner.Checks(launches=3), ["--matrix", "/x/m.toml", "--profile", "dev"])
+    from portcheck.commands import run
+    flags = dict(raw_interpreter=True, matrix="/x/m.toml", profile="dev")
+    interpreter = run._replay_flags(argparse.Namespace(target="interpreter", **flags))
+    cuda = run._replay_flags(argparse.Namespace(target="cuda", **flags))
+    runner.configure(runner.Checks(launches=3), interpreter)
     try:
         cmd = runner.reproduce_command("interpreter", "softmax", "bf16", {"dtype": "bf16", "seed": 1})
-        gpu = runner.reproduce_command("cuda", "softmax", "bf16", None, seed=0)
     finally:
         runner.configure(runner.Checks())
     assert "--launches 3 --raw-interpreter --matrix /x/m.toml --profile dev --replay" in cmd, cmd
-    assert "--raw-interpreter" not in gpu and "--matrix /x/m.toml" in gpu, gpu
+    assert cuda == ["--matrix", "/x/m.toml", "--profile", "dev"], cuda
