@@ -13,6 +13,7 @@ family is chosen with an explicit prefix, `family:softmax`.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import os
@@ -130,34 +131,33 @@ class CaseContractError(Exception):
     case's fault, not the kernel's, recorded as an error that says which part."""
 
 
+@contextlib.contextmanager
 def launched_in_place(case: "Case", args: dict, outs: dict):
     """Around a launch: afterwards each argument the case updates in place (Case.in_place) holds
     its value from before the launch again, and the value the kernel left in it is in `outs`
     under its name (an output, compared where the oracle returns a reference for it). So the
-    oracle, and a next launch, see the inputs the kernel saw."""
-    import contextlib
+    oracle, and a next launch, see the inputs the kernel saw. The copies run on the launch's
+    stream, after it: no synchronize is needed."""
     import torch
-
-    @contextlib.contextmanager
-    def around():
-        before = {n: args[n].clone() for n in case.in_place if isinstance(args.get(n), torch.Tensor)}
-        clash = sorted(set(before) & set(outs))
-        if clash:
-            raise CaseContractError(f"{', '.join(clash)}: both an output (outputs()) and an argument "
-                                    "updated in place (in_place); give them different names")
-        try:
-            yield
-        finally:   # a launch that raised (a grid refused) leaves its arguments as they are
-            for n, value in before.items():
-                outs[n] = args[n].clone()
-                args[n].copy_(value)
-    return around()
+    before = {n: args[n].clone() for n in case.in_place if isinstance(args.get(n), torch.Tensor)}
+    clash = sorted(set(before) & set(outs))
+    if clash:
+        raise CaseContractError(f"{', '.join(clash)}: both an output (outputs()) and an argument "
+                                "updated in place (in_place); give them different names")
+    try:
+        yield
+    finally:   # a launch that raised (a grid refused) leaves its arguments as they are
+        for n, value in before.items():
+            outs[n] = args[n].clone()
+            args[n].copy_(value)
 
 
 def contract_errors(case: "Case", outs: dict, refs: dict, tols: dict) -> str:
     """What makes a case's oracle, tolerance and outputs disagree ("" when nothing does): every
     declared output needs a reference and a Tolerance of its name, every reference an output (or
     an argument updated in place) of its shape."""
+    import torch
+
     from .tolerance import Tolerance
     if not isinstance(refs, dict) or not isinstance(tols, dict):
         bad = "the oracle" if not isinstance(refs, dict) else "tolerance()"
@@ -172,7 +172,6 @@ def contract_errors(case: "Case", outs: dict, refs: dict, tols: dict) -> str:
     if extra:
         problems.append(f"the oracle returns {', '.join(extra)}, which is neither an output (outputs()) nor "
                         "an argument updated in place (in_place)")
-    import torch
     for n in [n for n in refs if not isinstance(refs[n], torch.Tensor)]:
         problems.append(f"the oracle's {n} is a {type(refs[n]).__name__}, not a tensor")
     for n in refs:

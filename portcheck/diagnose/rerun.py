@@ -102,8 +102,8 @@ def launch_once(case: Case, target_name: str, spec: dict) -> tuple[dict, dict]:
     with launched_in_place(case, args, outs), guards.poisoned_allocations(), \
             (contextlib.nullcontext() if target.is_gpu else limited()):
         case.launch(args, outs)   # the interpreter refuses a grid no GPU launches, as the check did
-        if target.is_gpu:
-            torch.cuda.synchronize()
+    if target.is_gpu:
+        torch.cuda.synchronize()
     return args, outs
 
 
