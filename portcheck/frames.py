@@ -23,6 +23,7 @@ def _skipped() -> tuple[tuple[str, ...], str]:
     return libraries, str(Path(sysconfig.get_paths()["stdlib"]).resolve())
 
 
+@functools.lru_cache(maxsize=None)   # a few hundred files; asked at every allocation a launcher makes in a check
 def case_code(filename: str) -> bool:
     """Whether a frame's file is a case's own code: not Python's standard library (a package
     installed beside it is), not a library under the case, not portcheck's harness (its kernels and
