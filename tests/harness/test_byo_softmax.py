@@ -50,19 +50,20 @@ def fp16_sum_kernel(x_ptr, y_ptr, x_stride, y_stride, cols, BLOCK: tl.constexpr)
 
 
 @triton.jit
-def short_store_kernel(x_ptr, y_ptr, x_stride, y_stride, cols, BLOCK: tl.constexpr):
+def store_mask_kernel(x_ptr, y_ptr, x_stride, y_stride, cols, STORED: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * x_stride + offs, mask=offs < cols, other=-float("inf")).to(tl.float32)
     e = tl.exp(x - tl.max(x, axis=0))
     tl.store(y_ptr + row * y_stride + offs, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty),
-             mask=offs < cols - 1)                          # BUG: the last column is never stored
+             mask=offs < cols + STORED)   # BUG: -1 never stores the last column, +1 one past each row
 
 
-def _with_kernel(kernel):
+def _with_kernel(kernel, **constexprs):
     def softmax(x):
         y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        kernel[(x.shape[0],)](x, y, x.stride(0), y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+        kernel[(x.shape[0],)](x, y, x.stride(0), y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]),
+                              **constexprs)
         return y
     return dataclasses.replace(user_softmax.CASE, launch=portcheck.allocating_launcher(softmax, "y"))
 
@@ -94,19 +95,9 @@ def test_an_fp16_accumulator_is_caught():
 def test_an_allocating_launcher_that_leaves_elements_unwritten_is_caught():
     """Its torch.empty output holds the harness's poison during the launch (guards.poisoned_allocations),
     not whatever the allocator's block held: the unwritten column shows on every run."""
-    r = _check(_with_kernel(short_store_kernel), "fp32")
+    r = _check(_with_kernel(store_mask_kernel, STORED=-1), "fp32")
     assert r.verdict == "fail", r.message
     assert "never written" in r.message or "read before written" in r.message, r.message
-
-
-@triton.jit
-def long_store_kernel(x_ptr, y_ptr, x_stride, y_stride, cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * x_stride + offs, mask=offs < cols, other=-float("inf")).to(tl.float32)
-    e = tl.exp(x - tl.max(x, axis=0))
-    y = (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty)
-    tl.store(y_ptr + row * y_stride + offs, y, mask=offs <= cols)   # BUG: one column past each row
 
 
 def test_an_allocating_launcher_that_stores_past_its_output_is_caught():
@@ -114,7 +105,7 @@ def test_an_allocating_launcher_that_stores_past_its_output_is_caught():
     own outputs do: the last row's store past its end lands in them (it corrupted the heap on the
     interpreter before, and the worker died of SIGABRT, or did not). The message names the
     allocation's line."""
-    r = _check(_with_kernel(long_store_kernel), "fp32")
+    r = _check(_with_kernel(store_mask_kernel, STORED=1), "fp32")
     assert r.verdict == "fail", r.message
     assert "out-of-bounds write" in r.message and "tensor the launcher allocated at test_byo_softmax.py:" \
         in r.message, r.message
