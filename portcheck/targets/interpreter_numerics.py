@@ -49,6 +49,13 @@ What the layer does, and why it models the GPU:
     room for tf32 operands passed here, where NVIDIA's default rounds them. Matrix units may truncate the
     operands instead (tl.dot's documentation allows it), an error at most twice this model's;
     portcheck's own tf32 tolerances bound both. "tf32x3" and "ieee" stay fp32 (numpy's).
+  - A `tl.reduce` with its own combine function combines adjacent groups pairwise, level by level
+    (log2 n calls of the combine on whole arrays), where Triton's interpreter folds the elements
+    one at a time from the left in Python (n calls, each on one element: a chunk's NaN-keeping max
+    was a third of a long-row softmax's time on the CPU). Groups stay in order, so any combine
+    that Triton accepts (associative, not necessarily commutative) means the same; the rounding
+    of a float combine follows a GPU's tree (in-thread runs, then shuffles) more closely than a
+    left fold does.
   - `tl.argmax` / `tl.argmin` with tie_break_left=False return the last of equal elements: each
     combine keeps its second operand on a tie, so a GPU's reduction ends on a later index, where
     Triton 3.9's interpreter returns the first (and 3.6's, combining in Python, the last).
@@ -97,11 +104,12 @@ import numpy as np
 
 from ..errors import UsageError
 
-LAYER_VERSION = 6   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
+LAYER_VERSION = 7   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
                     # in a rounded tree, tf32 dot operands rounded, argmax ties without tie_break_left;
                     # 4: maxnum / minnum / clamp drop NaN, histogram drops values >= bins,
                     # on Triton 3.6 as on 3.9 and the GPUs; 5: an fp32 / fp16 fma rounds once on 3.6 too;
-                    # 6: an fp64 fma as well
+                    # 6: an fp64 fma as well; 7: a tl.reduce with its own combine function
+                    # combines in a pairwise tree
 DESCRIPTION = f"faithful bf16/fp8 layer v{LAYER_VERSION}"
 TRITON_VERSIONS = ("3.6.0", "3.9.0")   # interpreter.py read and tested for each
 
@@ -130,6 +138,7 @@ _PATCH_POINTS = (
     ("InterpretedFunction", "run", ("self", "args", "grid", "warmup", "kwargs")),
     (None, "_patch_lang_tensor", ("tensor", "scope")),
     (None, "_patch_lang_core", ("lang", "scope")),
+    (None, "_patch_lang", ("fn",)),
 )
 
 _saved: list | None = None      # (object, name, original) while installed
@@ -376,6 +385,9 @@ def _replacements(interp):
     TF32 = interp._ir.INPUT_PRECISION.TF32
     fast_max = getattr(tl.standard, "_argmax_combine_tie_break_fast", None)
     fast_min = getattr(tl.standard, "_argmin_combine_tie_break_fast", None)
+    # the combines Triton's interpreter reduces with numpy (or, for argmin / argmax, picks an index)
+    standard_combines = {getattr(tl.standard, name) for name in dir(tl.standard)
+                         if name.startswith(("_argmin_combine", "_argmax_combine", "_elementwise_", "_sum_combine"))}
 
     def convert(src, dst_type, rtz=False):
         dst = dst_type.scalar
@@ -504,7 +516,33 @@ def _replacements(interp):
         for fast, value_op, index_op in ((fast_max, np.nanmax, np.nanargmax), (fast_min, np.nanmin, np.nanargmin)):
             if fast is not None and self.combine_fn is fast:
                 return self.min_max(input[0], val_reduce_op=value_op, idx_reduce_op=_last(index_op))
+        if type(self) is reduce_ops and self.combine_fn not in standard_combines:
+            return tree_reduce(self, input)
         return apply_reduce(self, input)
+
+    def tree_reduce(self, input):
+        # the reduced axis last; each level combines groups 2i and 2i + 1 (a block's dims are powers
+        # of two). Every operand is flattened for axis=None (Triton's unravel flattens the first only)
+        axis = 0 if self.axis is None else self.axis
+        ndim = input[0].handle.data.ndim
+        dtypes = [arg.dtype for arg in input]
+        data = [np.moveaxis(arg.handle.data.reshape(-1) if self.axis is None else arg.handle.data, axis, -1)
+                for arg in input]
+        while data[0].shape[-1] > 1:
+            out = self.combine_fn.fn(*(self.to_tensor(d[..., 0::2], t) for d, t in zip(data, dtypes)),
+                                     *(self.to_tensor(d[..., 1::2], t) for d, t in zip(data, dtypes)))
+            half = data[0].shape[:-1] + (data[0].shape[-1] // 2,)
+            data = [np.broadcast_to(o.handle.data if isinstance(o, tl.core.tensor) else o, half).astype(d.dtype)
+                    for o, d in zip(out if isinstance(out, tuple) else (out,), data)]
+        ret = []
+        for d, t in zip(data, dtypes):
+            d = d[..., 0]
+            if self.keep_dims:
+                d = np.expand_dims(d, axis) if self.axis is not None else d.reshape((1,) * ndim)
+            elif self.axis is None:
+                d = d.item()
+            ret.append(self.to_tensor(d, t))
+        return ret
 
     def new_implicit_cvt(arg):
         if isinstance(arg, float):      # the JIT specializes a Python float as an fp32 scalar
@@ -513,7 +551,31 @@ def _replacements(interp):
 
     def new_run(self, *args, grid, warmup, **kwargs):
         args, kwargs = _ones_as_constants(self, args, kwargs)
-        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        outermost = launch["langs"] is None     # an autotuner's or heuristics' run calls run again
+        if outermost:
+            launch["langs"] = set()
+        try:
+            return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        finally:
+            if outermost:
+                launch["langs"] = None
+
+    # Every call of a @triton.jit function inside a kernel (tl.sum, tl.max, a helper) patches
+    # triton.language again, about 1 ms of inspect.getmembers a call (a fifth of a long-row softmax's
+    # time on the CPU). Within a launch that repeats what the launch's own patch did: the builtins
+    # it finds are already wrapped (so _patch_builtin skips them), and the tensor and core members
+    # it sets again are the same functions. So each language module is patched once a launch; the
+    # launch restores it as before (GridExecutor keeps the scope of its own, first, patch).
+    patch_lang, launch = interp._patch_lang, {"langs": None}
+
+    def new_patch_lang(fn):
+        langs = {id(v) for v in fn.__globals__.values() if v is tl or v is tl.core}
+        if launch["langs"] is not None and langs and langs <= launch["langs"]:
+            return interp._LangPatchScope()
+        scope = patch_lang(fn)
+        if launch["langs"] is not None:
+            launch["langs"] |= langs
+        return scope
 
     patch_tensor = interp._patch_lang_tensor
 
@@ -536,7 +598,7 @@ def _replacements(interp):
 
     return (new_cast_impl, new_fp_to_fp, new_binary_op, new_unary_op, new_fma, new_dot,
             new_maxnumf, new_minnumf, new_clampf, new_histogram, new_sum, new_min_max, new_apply_impl, new_implicit_cvt, new_run, new_patch_lang_tensor,
-            new_patch_lang_core)
+            new_patch_lang_core, new_patch_lang)
 
 
 def round_to_tf32(data) -> np.ndarray:
