@@ -785,15 +785,32 @@ def _first_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def reproduce_command(target: str, case: str, dtype: str, spec: dict | None, seed=None,
-                      checks: Checks | None = None, as_arch: str | None = None) -> str:
+def reproduce_argv(target: str, case: str, dtype: str, spec: dict | None, seed=None,
+                   checks: Checks | None = None, as_arch: str | None = None) -> list[str]:
     cmd = ["portcheck", "run", *cases_flag(case), "--target", target, "--kernel", case, "--dtype", dtype,
            *(["--as-arch", as_arch] if as_arch else []), *(checks or CHECKS).flags(), *REPLAY_FLAGS]
     if spec is not None:
         cmd += ["--replay", json.dumps(spec, sort_keys=True)]
     elif seed is not None:
         cmd += ["--seed", str(seed)]
-    return shlex.join(cmd)
+    return cmd
+
+
+def reproduce_command(*args, **kwargs) -> str:
+    return shlex.join(reproduce_argv(*args, **kwargs))
+
+
+FRESH_REPLAY_S = 30.0   # at most, for a failure's replay in a fresh process (diagnose.fresh)
+FRESH_REPLAY_END = 0.9  # and never past this share of the case's time limit
+
+
+def fresh_replay_budget(started: float, deadline: float | None) -> float:
+    """Seconds a failure's fresh-process replay may take: FRESH_REPLAY_S, within FRESH_REPLAY_END of
+    the case's time limit (which the shrink deadline, SHRINK_SHARE of it from the start, gives)."""
+    if deadline is None:
+        return FRESH_REPLAY_S
+    limit = (deadline - started) / SHRINK_SHARE
+    return min(FRESH_REPLAY_S, started + FRESH_REPLAY_END * limit - time.monotonic())
 
 
 def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypothesis.settings,
@@ -814,6 +831,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     with those of `also_warm` (specs launched as the examples are, and zero-argument launches).
     The record's `phases` says where the time went.
     """
+    started = time.monotonic()
     forced = as_arch[0] if as_arch else None
     evidence = forcing.EVIDENCE if forced else ("gpu" if TARGETS[target_name].is_gpu else "interpreter")
     result = Result("runtime", case.name, case.family, dtype, target_name, forced.name if forced else arch,
@@ -1051,7 +1069,11 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             if override is None or override.action != "xfail":   # a known failure is not diagnosed again
                 # the diagnosis judges by the case's own tolerances, on the local arch's configuration
                 right = search.first_right if factor == 1.0 and not forced else None
-                found = diagnose(case, target_name, dtype, search.failing, search.failed, arch=arch, right=right)
+                # a replay is that command already; a search's failure is replayed in a fresh process
+                replay = None if spec is not None else reproduce_argv(
+                    target_name, case.name, dtype, search.failing, seed, checks, forced.name if forced else None)
+                found = diagnose(case, target_name, dtype, search.failing, search.failed, arch=arch, right=right,
+                                 replay=replay, replay_budget_s=fresh_replay_budget(started, deadline))
                 if COLUMNS_KEY in search.failing:
                     found.insert(0, columns_finding(search.failing[COLUMNS_KEY]))
                 result.diagnosis = [f.to_dict() for f in found]

@@ -9,6 +9,7 @@ located > hint).
     which function function.py  a declared function's weak region; GELU's two forms
     random numbers rng.py       the Philox model replayed under the common mistakes
     launch to launch state.py   two more launches of the same inputs: state left behind
+    call to call  fresh.py      the printed replay in a fresh process: state from earlier inputs
     one code off  approximate.py  exact codes a step off, from approximate instructions (GPU code),
                                  or at the ties regime's midpoints, from the rounding of ties
     undefined lanes undefined.py  masked-off lanes of a load without other= (interpreter): 0 again
@@ -21,7 +22,8 @@ lanes 0, two re-runs at
 other reduction lengths and, for the offset regime, one with the rows centred, on the case's own
 device; the rest is float64 arithmetic on the CPU. A time budget bounds the re-runs beyond the first: they are left out once
 it is spent (the first re-run always runs: it is the evidence every experiment reads, and costs
-what one launch of the check cost).
+what one launch of the check cost). A search's failure (not a replay's) is also replayed by its
+printed command in a fresh process, within a budget of its own (runner.fresh_replay_budget).
 """
 from __future__ import annotations
 
@@ -30,18 +32,20 @@ import time
 
 from ..cases import Case
 from ..targets.interpreter_grid import GridTooLarge
-from . import approximate, function, magnitude, offset, position, reduction, rerun, rng, state, undefined
+from . import approximate, fresh, function, magnitude, offset, position, reduction, rerun, rng, state, undefined
 from .finding import FAILED, Finding, ranked
 
 BUDGET_S = 10.0   # seconds for one failure's diagnosis: no re-run at another length starts after it
 
 
 def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparisons: list, *,
-             arch: str = "", budget_s: float = BUDGET_S, right: dict | None = None) -> list[Finding]:
+             arch: str = "", budget_s: float = BUDGET_S, right: dict | None = None,
+             replay: list[str] | None = None, replay_budget_s: float = 0.0) -> list[Finding]:
     """The likely causes of `case`'s failure on `target` (arch `arch`) for `failing_spec`, whose
     failing comparisons were `comparisons`, strongest first (`right`: an input whose first launch
-    was right earlier in the same check). Never raises: an experiment that fails says so in a finding of its
-    own, ranked last."""
+    was right earlier in the same check; `replay`: the failure's printed replay command, run in a
+    fresh process within `replay_budget_s`). Never raises: an experiment that fails says so in a
+    finding of its own, ranked last."""
     deadline = time.monotonic() + budget_s
     findings = position.from_messages(comparisons)
     try:
@@ -61,6 +65,8 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
     # state first: where it is reproduced, the other experiments' findings (an unwritten output
     # blamed on the grid) describe what the state did, and rank after it at equal strength
     experiments = (
+        ("the replay in a fresh process", lambda: fresh.replay_passes(
+            replay, case.name, dtype, target, replay_budget_s) if replay else []),
         ("the launches one after another", lambda: state.kept_between_launches(
             case, target, run.spec, [m.name for m in failing], right) if time.monotonic() < deadline else []),
         ("the undefined lanes", lambda: undefined.zero_lanes(case, target, run, failing, deadline)),

@@ -4,6 +4,7 @@ kernels pass with no diagnosis; the causes reach the record, matrix.md, matrix.h
 console; and `portcheck diff` classifies differences between vendors."""
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ import hypothesis
 import pytest
 import torch
 
-from portcheck import cases
+from portcheck import cases, results
 from portcheck.diagnose import BUDGET_S, position, vendors
 from portcheck.reports import grid, html, markdown
 from portcheck.runner import check
@@ -138,6 +139,29 @@ def test_the_console_prints_the_likely_causes(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "likely cause 1: the last partial tile is never written" in proc.stdout, proc.stdout
     assert "likely cause 1: **the last partial tile is never written" in (tmp_path / "run" / "matrix.md").read_text()
+
+
+def test_a_failure_whose_replay_passes_in_a_fresh_process_is_put_down_to_state_from_earlier_calls(tmp_path):
+    """tests/support/stale_cache.py: a launcher cache keyed on the row length alone, so an input
+    fails after an earlier one of its length and passes on its own. The launches-one-after-another
+    experiment sees nothing (in-process the input fails every time); the printed replay, run in a
+    fresh process, passes, and that ranks first."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PORTCHECK_FRESH_REPLAY"] = "1"
+    proc = subprocess.run([sys.executable, "-m", "portcheck", "run", "--cases", "tests.support.stale_cache",
+                           "--kernel", "stale_scale", "--target", "interpreter", "--matrix", "matrices/ci.toml",
+                           "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    record = results.read(tmp_path / "run" / "results.jsonl")[0]
+    assert record["verdict"] == "fail"
+    first = record["diagnosis"][0]
+    assert first["kind"] == "state" and "cache keyed on too few" in first["cause"], record["diagnosis"]
+    assert "passes in a fresh process" in first["evidence"]
+    # the replay it ran is the printed one: on its own it passes
+    replay = subprocess.run([sys.executable, "-m", "portcheck", *shlex.split(record["reproduce"])[1:],
+                             "--out", str(tmp_path / "replay")], capture_output=True, text=True, timeout=300,
+                            env=env, cwd=ROOT)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
 
 
 def test_a_partial_tile_is_inferred_when_the_launch_is_not_captured():
