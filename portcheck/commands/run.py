@@ -805,6 +805,8 @@ def _print_result(target: str, local_arch: str, r) -> None:
     if (r.verdict == "fail" and extra and r.metrics.get("worst_ratio") == math.inf
             and math.isfinite(r.metrics["max_ulp"]) and "differ bitwise" in r.message):
         extra = " bitwise"   # an exact output (codes, integers) differs: its ULPs would be another output's
+    if r.verdict == "fail" and extra and r.metrics.get("max_ulp") == 0:
+        extra = ""   # every value right (a write out of bounds, a NaN where none belongs): the message says what
     print(f"{target}/{local_arch}{forced} {r.case:<24} {r.dtype:<8} {r.verdict:<6}{extra}"
           f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
     if r.verdict == "pass" and r.message:   # a check that did not run as it does elsewhere

@@ -446,3 +446,18 @@ def test_a_passing_cell_with_a_note_is_listed_with_it():
                    runtime("softmax", "bf16", "interpreter", "interpreter")])
     assert "<summary>Passing cells with notes (1)</summary>" in md
     assert f"- **softmax fp16 on interpreter/interpreter**: {md_escape(note)}" in md
+
+
+def test_a_failing_cell_whose_values_are_right_prints_no_ulp_figure(capsys):
+    """A failure with every value within tolerance (a write past the output's end) prints the
+    guard's message, not a '0 ulp' that reads as a pass."""
+    from portcheck.commands.run import _print_result
+    from portcheck.results import Result
+    r = Result("runtime", "k", "f", "fp32", "interpreter", "cpu", "fail", "interpreter",
+               message="out-of-bounds write: 4 bytes after y", metrics={"max_ulp": 0.0, "worst_ratio": 0.0})
+    _print_result("interpreter", "cpu", r)
+    line = capsys.readouterr().out.splitlines()[0]
+    assert "ulp" not in line and line.endswith("fail    out-of-bounds write: 4 bytes after y"), line
+    r.metrics = {"max_ulp": 3.0, "worst_ratio": 2.0}
+    _print_result("interpreter", "cpu", r)
+    assert " fail   3 ulp  out-of-bounds" in capsys.readouterr().out
