@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import validation as check
-from .errors import UsageError
+from .errors import UsageError, type_names
 from .targets.runtime import RUNTIME_TARGETS
 
 PROFILES = ("ci", "dev", "thorough")
@@ -81,8 +81,8 @@ def load(path: str | Path) -> RunPlan:
             raise bad(key, f"is not a known key; known: {', '.join(_RUN_KEYS)}")
         want = _RUN_KEYS[key]
         if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
-            names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
-            raise bad(key, f"must be a {names}, got {type(value).__name__}")
+            raise bad(key, f"must be {type_names(want if isinstance(want, tuple) else (want,))}, "
+                           f"got {type(value).__name__}")
     for t in run.get("targets", m.targets):
         if t not in (*RUNTIME_TARGETS, "auto"):
             raise bad("targets", f"names unknown target {t!r}; known: {', '.join(RUNTIME_TARGETS)}, auto")
@@ -144,8 +144,8 @@ def _bench_settings(table, bad) -> BenchSettings:
         if want is None:
             raise bad(key, f"is not a known [bench] key; known: {', '.join(_BENCH_KEYS)}")
         if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
-            names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
-            raise bad(key, f"must be a {names}, got {type(value).__name__}")
+            raise bad(key, f"must be {type_names(want if isinstance(want, tuple) else (want,))}, "
+                           f"got {type(value).__name__}")
     if table.get("repeats", 3) < 3:
         raise bad("repeats", "must be at least 3 (a spread needs several repeats)")
     for key in ("noise_bound", "graph_below_us"):

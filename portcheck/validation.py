@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 
-from .errors import UsageError
+from .errors import UsageError, type_names
 
 
 def line_of(text: str, key: str, occurrence: int = 1) -> int:
@@ -67,7 +67,7 @@ def replay_spec(spec: dict, examples: list[dict], budget: int | None, where: str
         types = {type(v) for v in seen if v is not None}
         fits = value is None or not types or type(value) in types or (float in types and type(value) is int)
         if not fits:   # optional parts may be None
-            raise UsageError(f"{where}: '{key}' must be a {' or '.join(sorted(t.__name__ for t in types))} "
+            raise UsageError(f"{where}: '{key}' must be {type_names(sorted(types, key=lambda t: t.__name__))} "
                              f"like {seen[0]!r}, got {type(value).__name__} {value!r}")
         if isinstance(value, float) and not math.isfinite(value):
             raise UsageError(f"{where}: '{key}' must be finite, got {value!r}")

@@ -71,7 +71,7 @@ def test_bench_table_is_read_and_validated(tmp_path):
     for text, message in [
         ("[bench]\nrepeat = 3\n", "not a known [bench] key"),
         ("[bench]\nrepeats = 2\n", "at least 3"),
-        ("[bench]\nrepeats = 3.5\n", "must be a int"),
+        ("[bench]\nrepeats = 3.5\n", "must be an int"),
         ("[bench]\ncompile = 1\n", "must be a bool"),
         ("[bench]\nnoise_bound = -0.1\n", "must not be negative"),
         ("[bench.shapes]\nsoftmax = {rows = 1}\n", "non-empty list of spec tables"),
