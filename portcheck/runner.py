@@ -442,6 +442,33 @@ STRIDING_HINT = "more rows than any GPU has SMs or CUs ({rows}), where a launch 
                 "so that each program takes several: "
 
 
+# The interpreter's budget (matrices/default.toml: 16,384 elements) keeps the search's rows short,
+# and a launcher that takes another path past a length (a looped or split kernel for rows longer
+# than 32,768) never ran that path there. One more input there has two rows of LONG_ROW elements:
+# 2**15 + 2**13 - 1, past 32,768 by a quarter of it, and one short of whole in every chunk of a
+# power of two up to 8,192 (a last partial chunk that is dropped or misread is most of a chunk).
+# The interpreter pays per program and per operation more than per element: the default matrix's
+# 45 such inputs add about 11 s of worker time on two cores (a probe's split path: 2 x 40,000 in
+# seconds); GPU searches draw lengths up to their own budget (4M elements) and cover such paths.
+LONG_ROW = 2**15 + 2**13 - 1
+LONG_ROW_HINT = "two rows of {cols} elements, longer than the interpreter's search draws (past 32,768, " \
+                "a length at which a launcher may take another path): "
+
+
+def long_row_example(spec: dict) -> dict:
+    """spec (a passing row-layout input with a row length) with 2 rows of LONG_ROW elements and
+    normal values."""
+    key = next(k for k in ROW_KEYS if k in spec)
+    length = next(k for k in ROW_LENGTH_KEYS if k in spec)
+    return {**spec, key: 2, length: LONG_ROW, **({"regime": "normal"} if "regime" in spec else {})}
+
+
+def replay_budget(target_name: str, max_elements: int) -> int:
+    """The largest size a --replay may ask for: the target's budget, and on the interpreter room for
+    its long-row input (whose failure prints a replay of it)."""
+    return max_elements if TARGETS[target_name].is_gpu else max(max_elements, 2 * LONG_ROW)
+
+
 def many_rows_example(spec: dict, units: int) -> dict:
     """spec (a passing row-layout input) with MANY_ROWS_PER_UNIT x units + 3 rows (with a row length,
     at least MANY_ROWS_AT_LEAST), its row length cut to MANY_ROWS_ELEMENTS in all, and normal values
@@ -712,6 +739,7 @@ class _Search:
     launch_notes: dict = field(default_factory=dict)   # the launches' notes (NOTE comparisons): how many examples
     many_rows: dict | None = None     # the many-rows input, once it has run (or is running)
     striding_rows: dict | None = None  # the interpreter's input with more rows than programs
+    long_row: dict | None = None      # the interpreter's input with rows longer than its search draws
     most_rows: int = 0                # the most rows a passing input of the search had
     configs_run: set = field(default_factory=set)   # --as-arch: the drawn configurations that ran
     largest: dict | None = None       # the largest passing input the search drew (spec_size)
@@ -995,6 +1023,20 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             search.striding_rows = striding
             prop(striding)
 
+    def long_rows():
+        """On the interpreter, the LONG_ROW input, where the search's rows were all shorter and the
+        case makes it (make() or a launcher that refuses that length: nothing to run)."""
+        length = next((k for k in ROW_LENGTH_KEYS if k in search.far_base), None)
+        if length is None or search.far_base[length] >= LONG_ROW:
+            return
+        spec = long_row_example(search.far_base)
+        try:
+            launch_grids(case, TARGETS[target_name].device, case.make(spec, TARGETS[target_name].device))
+        except Exception:   # noqa: BLE001
+            return
+        search.long_row = spec
+        prop(spec)
+
     def strided():
         """More inputs, one per tensor argument: the largest passing input with that tensor's last
         dimension strided (strided_columns). A launcher may refuse it; one that passes the kernel
@@ -1116,6 +1158,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                     far_rows()
                 elif not TARGETS[target_name].is_gpu and not forced and search.far_base is not None:
                     many_rows_grids()
+                    long_rows()
     except ShrinkStopped:   # the smallest failing input so far is the one reported
         search.end_search()
         stopped = f"shrinking stopped at the time limit after {search.examples} examples"
@@ -1169,6 +1212,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         result.message = MANY_HINT.format(rows=rows, per=MANY_ROWS_PER_UNIT) + result.message
     elif result.failing_input is not None and result.failing_input is search.striding_rows:
         result.message = STRIDING_HINT.format(rows=STRIDING_ROWS) + result.message
+    elif result.failing_input is not None and result.failing_input is search.long_row:
+        result.message = LONG_ROW_HINT.format(cols=LONG_ROW) + result.message
     if result.failing_input is not None and search.failing_autotune:
         ran = "; ".join(dict.fromkeys(run.describe() for run in search.failing_autotune))
         result.message = f"{ran}: {result.message}"

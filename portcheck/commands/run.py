@@ -136,8 +136,9 @@ def _plan(args, matrix: RunPlan, named: list[str], spec: dict | None) -> tuple[R
         selected = named_case(selected, args.kernel)
         if len(selected) != 1 or len(targets) != 1:
             raise UsageError("--replay needs exactly one --kernel and one --target")
-        _check_replay(selected[0], spec, dtypes, matrix.max_elements["interpreter" if targets[0] == "interpreter"
-                                                                     else "gpu"])
+        from ..runner import replay_budget
+        _check_replay(selected[0], spec, dtypes, replay_budget(
+            targets[0], matrix.max_elements["interpreter" if targets[0] == "interpreter" else "gpu"]))
         args.replay_spec = spec
     return matrix, targets, selected, dtypes
 

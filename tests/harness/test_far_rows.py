@@ -248,6 +248,37 @@ def test_on_the_interpreter_programs_capped_at_a_gpus_sms_take_several_rows(prog
     assert result.failing_input["rows"] * result.failing_input["cols"] <= runner.REGIME_ELEMENTS
 
 
+def _gated_launch(base):
+    def launch(args, outs):   # past 32,768 columns a "split path" that leaves the row's tail unwritten
+        x = args["x"]
+        if x.shape[1] > 32768:
+            base.launch({**args, "x": x[:, :32768]}, {"y": outs["y"][:, :32768]})
+            return
+        base.launch(args, outs)
+    return launch
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
+@pytest.mark.parametrize("gated", [True, False])
+def test_on_the_interpreter_a_path_taken_past_32768_columns_runs(gated):
+    """The interpreter's search stays within 16,384 elements; its LONG_ROW input (two rows of
+    40,959) takes a launcher's path for longer rows, and the failure's replay is accepted there."""
+    base = cases.get("softmax")
+    case = dataclasses.replace(base, name="softmax_gated", launch=_gated_launch(base) if gated else base.launch,
+                               bench=(), variants=None, baselines=None)
+    result = _check(case)
+    if not gated:
+        assert result.verdict == "pass", result.message
+        return
+    assert result.verdict == "fail", result.message
+    assert result.message.startswith(runner.LONG_ROW_HINT.format(cols=runner.LONG_ROW)), result.message
+    assert (result.failing_input["rows"], result.failing_input["cols"]) == (2, runner.LONG_ROW)
+    assert runner.replay_budget("interpreter", 16384) >= 2 * runner.LONG_ROW
+    again = runner.check(case, "interpreter", INTERPRETER_ARCH, "fp32", settings=SEARCH, max_elements=2048,
+                         spec=result.failing_input)
+    assert again.verdict == "fail"
+
+
 @pytest.mark.skipif(not INTERPRETED, reason="kernels run on the interpreter here (--target=interpreter)")
 def test_a_launch_refused_on_many_rows_fails_its_case_with_the_hint(far_on_the_interpreter):
     """As the driver refuses a grid whose second axis passes 65,535 programs: here past 4 rows,
