@@ -446,21 +446,38 @@ STRIDING_HINT = "more rows than any GPU has SMs or CUs ({rows}), where a launch 
 # and a launcher that takes another path past a length (a looped or split kernel for rows longer
 # than 32,768) never ran that path there. One more input there has two rows of LONG_ROW elements:
 # 2**15 + 2**13 - 1, past 32,768 by a quarter of it, and one short of whole in every chunk of a
-# power of two up to 8,192 (a last partial chunk that is dropped or misread is most of a chunk).
-# The interpreter pays per program and per operation more than per element: the default matrix's
-# 45 such inputs add about 11 s of worker time on two cores (a probe's split path: 2 x 40,000 in
-# seconds); GPU searches draw lengths up to their own budget (4M elements) and cover such paths.
+# power of two up to 8,192 (a last partial chunk dropped or misread is most of a chunk). It runs
+# where the case's strategy, given room, draws rows that long (a case that caps its rows' length, a
+# one-block kernel's, gets none). The interpreter pays per program and per operation more than per
+# element: the default matrix's 45 such inputs add about 11 s of worker time on two cores (a
+# probe's split path: 2 x 40,000 in seconds); GPU searches draw lengths up to their own budget.
 LONG_ROW = 2**15 + 2**13 - 1
+LONG_ROW_DRAWS = 200   # draws that look for a row that long (a length drawn up to the budget: 1 in 6)
 LONG_ROW_HINT = "two rows of {cols} elements, longer than the interpreter's search draws (past 32,768, " \
                 "a length at which a launcher may take another path): "
 
 
-def long_row_example(spec: dict) -> dict:
-    """spec (a passing row-layout input with a row length) with 2 rows of LONG_ROW elements and
-    normal values."""
+def draws_long_rows(case: Case, dtype: str, length: str) -> bool:
+    """Whether the case's strategy, given room for them, draws a `length` of LONG_ROW or more."""
+    settings = hypothesis.settings(database=None, max_examples=LONG_ROW_DRAWS, deadline=None, derandomize=True,
+                                   phases=[hypothesis.Phase.generate],
+                                   suppress_health_check=list(hypothesis.HealthCheck))
+    try:   # the first such draw ends it
+        hypothesis.find(case.inputs(dtype, 4 * LONG_ROW), lambda s: s.get(length, 0) >= LONG_ROW, settings=settings)
+    except hypothesis.errors.NoSuchExample:
+        return False
+    return True
+
+
+def long_row_example(spec: dict, regimes: set) -> dict:
+    """spec (a passing row-layout input with a row length) with two rows of LONG_ROW elements. Its
+    values are the offset regime's where the case draws it (rows far from zero, so a chunk of the
+    row dropped from a sum is many times a sum's tolerance; zero-mean values hide one about a third
+    of the time), else normal ones where it draws those."""
     key = next(k for k in ROW_KEYS if k in spec)
     length = next(k for k in ROW_LENGTH_KEYS if k in spec)
-    return {**spec, key: 2, length: LONG_ROW, **({"regime": "normal"} if "regime" in spec else {})}
+    prefer = next((r for r in ("offset", "normal") if r in regimes), None)
+    return {**spec, key: 2, length: LONG_ROW, **({"regime": prefer} if "regime" in spec and prefer else {})}
 
 
 def replay_budget(target_name: str, max_elements: int) -> int:
@@ -753,7 +770,19 @@ class _Search:
 
     failing_metrics: dict = field(default_factory=dict)   # the failing example's own metrics
     shrink_started: float | None = None   # time.monotonic() at the first example after a failure
+    smaller_at: int = 0               # the example count when a failing (or faulting) input last got smaller
     shrink_ended: float | None = None     # ... and when the search ended
+
+    def keeps(self, kept: dict | None, example: dict) -> bool:
+        """Whether a failing (or faulting) example replaces `kept`, the one held so far: the first,
+        and then one no larger (spec_size). Hypothesis's shrinker tries smaller inputs, but while
+        it looks for other failures it also runs larger ones, and a search stopped mid-way reports
+        what it holds."""
+        if kept is not None and spec_size(example) > spec_size(kept):
+            return False
+        if kept is None or spec_size(example) < spec_size(kept):
+            self.smaller_at = self.examples
+        return True
 
     def end_search(self) -> None:
         if self.shrink_started is not None and self.shrink_ended is None:
@@ -800,8 +829,17 @@ class CaseFailed(AssertionError):
 
 
 class ShrinkStopped(BaseException):
-    """The deadline passed while shrinking a failure. A BaseException, so that hypothesis does not
-    take it for another failure to shrink but lets it through at once."""
+    """The deadline passed while shrinking a failure, or the failing inputs stopped getting smaller
+    (its argument says which). A BaseException, so that hypothesis does not take it for another
+    failure to shrink but lets it through at once."""
+
+
+# Shrinking ends once this many examples in a row found no failing input smaller by its sizes
+# (spec_size): what is left for hypothesis then is the values and seeds of an input as small as it
+# gets, and the report needs none of that (the record says nothing of such an end; a time limit's
+# cut it names). Planted-bug probe 5 on the interpreter spent 338 of its
+# 380 worker-seconds shrinking, most failures to the 20 s limit, many on inputs of 1 x 1 already.
+SHRINK_STALL = 30
 
 
 def _first_cause(exc: BaseException) -> BaseException:
@@ -897,7 +935,9 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             search.shrink_started = search.shrink_started or now
             if ((deadline is not None and now > deadline)
                     or (shrink_time is not None and now - search.shrink_started > shrink_time)):
-                raise ShrinkStopped()
+                raise ShrinkStopped("at the time limit")
+            if search.examples - search.smaller_at >= SHRINK_STALL:
+                raise ShrinkStopped("")   # an end, not a cut: the record says nothing of it
         search.examples += 1
         search.current = example
         if on_example is not None:
@@ -916,8 +956,9 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         except hypothesis.errors.UnsatisfiedAssumption:   # an input rejected is no fault
             raise
         except Exception as exc:
-            search.fault, search.faulting = exc, example
-            search.failing_autotune = autotuned.launched()
+            if search.keeps(search.faulting, example):
+                search.fault, search.faulting = exc, example
+                search.failing_autotune = autotuned.launched()
             raise
         finally:
             search.note_autotuned(autotuned.launched())
@@ -933,11 +974,13 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         if hypothesis.currently_in_test_context() and all(c.ok for c in comps if c.launch == 1):
             search.first_right = search.first_right or example
         if bad:
-            search.failing, search.message, search.failed = example, "; ".join(c.message for c in bad), bad
-            search.failing_metrics = _fold_metrics({}, comps)
-            search.nan_to_explain = any(unexplained_nan(c) or c.max_ulp == math.inf for c in bad)
-            search.failing_autotune = autotuned.launched()
-            raise CaseFailed(search.message)
+            message = "; ".join(c.message for c in bad)
+            if search.keeps(search.failing, example):
+                search.failing, search.message, search.failed = example, message, bad
+                search.failing_metrics = _fold_metrics({}, comps)
+                search.nan_to_explain = any(unexplained_nan(c) or c.max_ulp == math.inf for c in bad)
+                search.failing_autotune = autotuned.launched()
+            raise CaseFailed(message)
         if hypothesis.currently_in_test_context():   # the search's own inputs, not the ones added after it
             if search.largest is None or spec_size(example) > spec_size(search.largest):
                 search.largest = example
@@ -1024,12 +1067,13 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             prop(striding)
 
     def long_rows():
-        """On the interpreter, the LONG_ROW input, where the search's rows were all shorter and the
-        case makes it (make() or a launcher that refuses that length: nothing to run)."""
+        """On the interpreter, the LONG_ROW input, where the search's rows were all shorter, the
+        case's strategy draws rows that long and the case makes it (make() or a launcher that
+        refuses it: nothing to run)."""
         length = next((k for k in ROW_LENGTH_KEYS if k in search.far_base), None)
-        if length is None or search.far_base[length] >= LONG_ROW:
+        if length is None or search.far_base[length] >= LONG_ROW or not draws_long_rows(case, dtype, length):
             return
-        spec = long_row_example(search.far_base)
+        spec = long_row_example(search.far_base, drawable_regimes)
         try:
             launch_grids(case, TARGETS[target_name].device, case.make(spec, TARGETS[target_name].device))
         except Exception:   # noqa: BLE001
@@ -1159,15 +1203,16 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                 elif not TARGETS[target_name].is_gpu and not forced and search.far_base is not None:
                     many_rows_grids()
                     long_rows()
-    except ShrinkStopped:   # the smallest failing input so far is the one reported
+    except ShrinkStopped as exc:   # the smallest failing input so far is the one reported
         search.end_search()
-        stopped = f"shrinking stopped at the time limit after {search.examples} examples"
+        stopped = f"shrinking stopped {exc.args[0]} after {search.examples} examples" if exc.args[0] else ""
         if search.failing is not None:
             report_failure()
         else:
             result.verdict, result.message = "error", _error_message(search.fault)
             search.failing = search.faulting
-        result.message += f" ({stopped})"
+        if stopped:
+            result.message += f" ({stopped})"
     except CaseFailed:
         search.end_search()
         report_failure()

@@ -130,3 +130,21 @@ def test_the_progress_line_gives_the_cases_done_and_the_time_left():
 
 def test_durations_read_as_seconds_minutes_and_hours():
     assert [duration(s) for s in (0.4, 59, 65, 3725)] == ["0 s", "59 s", "1 min 05 s", "1 h 02 min"]
+
+
+def test_shrinking_ends_once_no_smaller_failing_input_turns_up(portcheck_session, monkeypatch):
+    """runner.SHRINK_STALL examples in a row with no failing input smaller by its sizes end the
+    search quietly; what it reports is the smallest failing input it ran, not the last."""
+    from portcheck import runner
+    stall = 10   # at 5, this search stops at n = 66: hypothesis takes a few tries between its steps
+    monkeypatch.setattr(runner, "SHRINK_STALL", stall)
+    ran = []
+    evaluate = runner.evaluate
+    monkeypatch.setattr(runner, "evaluate", lambda case, target, spec, *a, **k: (
+        ran.append(dict(spec)), evaluate(case, target, spec, *a, **k))[1])
+    wrong_past_one = _case("phases_stall", lambda args, outs: outs["y"].copy_(args["x"] + (args["x"].numel() > 1)))
+    result = _check(portcheck_session, wrong_past_one, deadline=time.monotonic() + 600)
+    assert result.verdict == "fail" and "shrinking stopped" not in result.message, result.message
+    assert result.failing_input["n"] == 2                    # the smallest failing size: n = 1 passes
+    first_two = next(i for i, spec in enumerate(ran) if spec["n"] == 2)
+    assert result.examples <= first_two + 1 + stall, (result.examples, first_two)

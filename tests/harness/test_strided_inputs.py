@@ -12,6 +12,7 @@ from portcheck.errors import UsageError
 from portcheck.targets.runtime import INTERPRETER_ARCH
 
 EXAMPLES = 4
+LONG = 1   # the interpreter's long-row input (runner.LONG_ROW), which these cases take
 
 
 def _case(name):
@@ -33,12 +34,12 @@ def _check(case, spec=None):
 def test_a_launcher_that_uses_the_strides_or_refuses_them_passes(name, ran):
     r = _check(_case(name))
     assert r.verdict == "pass", r.message
-    assert r.examples == EXAMPLES + ran   # each strided input that ran counts as an example; a refusal does not
+    assert r.examples == EXAMPLES + LONG + ran   # each strided input that ran counts as an example; a refusal does not
 
 
 def test_a_launcher_that_assumes_contiguous_tensors_passes_and_is_told():
     r = _check(_case("ASSUMES_CONTIGUOUS"))
-    assert r.verdict == "pass" and r.examples == EXAMPLES + 2, r.message
+    assert r.verdict == "pass" and r.examples == EXAMPLES + LONG + 2, r.message
     for name in ("x", "w"):
         assert f"{runner.columns_hint(name)}read as if contiguous, by a launcher that neither copies nor " \
                "refuses it" in r.message
