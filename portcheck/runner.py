@@ -1208,6 +1208,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         stopped = f"shrinking stopped {exc.args[0]} after {search.examples} examples" if exc.args[0] else ""
         if search.failing is not None:
             report_failure()
+            if search.fault is not None:   # as where hypothesis raises both (below)
+                result.message += f" (another input raised {_error_message(search.fault)})"
         else:
             result.verdict, result.message = "error", _error_message(search.fault)
             search.failing = search.faulting
