@@ -453,6 +453,11 @@ STRIDING_HINT = "more rows than any GPU has SMs or CUs ({rows}), where a launch 
 # probe's split path: 2 x 40,000 in seconds); GPU searches draw lengths up to their own budget.
 LONG_ROW = 2**15 + 2**13 - 1
 LONG_ROW_DRAWS = 200   # draws that look for a row that long (a length drawn up to the budget: 1 in 6)
+# and only where no launch on it has more programs than this: the interpreter takes about a
+# millisecond a program, and a grid of 16-element blocks over it (5,120 programs) took seconds a
+# launch, minutes for an autotuned case's configurations (a size gate sits in a launcher whose
+# kernels take long rows in large blocks, or a row a program)
+LONG_ROW_PROGRAMS = 1024
 LONG_ROW_HINT = "two rows of {cols} elements, longer than the interpreter's search draws (past 32,768, " \
                 "a length at which a launcher may take another path): "
 
@@ -1069,14 +1074,16 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     def long_rows():
         """On the interpreter, the LONG_ROW input, where the search's rows were all shorter, the
         case's strategy draws rows that long and the case makes it (make() or a launcher that
-        refuses it: nothing to run)."""
+        refuses it: nothing to run) in grids of LONG_ROW_PROGRAMS at most."""
         length = next((k for k in ROW_LENGTH_KEYS if k in search.far_base), None)
         if length is None or search.far_base[length] >= LONG_ROW or not draws_long_rows(case, dtype, length):
             return
         spec = long_row_example(search.far_base, drawable_regimes)
         try:
-            launch_grids(case, TARGETS[target_name].device, case.make(spec, TARGETS[target_name].device))
+            grids = launch_grids(case, TARGETS[target_name].device, case.make(spec, TARGETS[target_name].device))
         except Exception:   # noqa: BLE001
+            return
+        if any(math.prod(grid) > LONG_ROW_PROGRAMS for grid in grids):
             return
         search.long_row = spec
         prop(spec)
