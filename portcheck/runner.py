@@ -1163,7 +1163,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                 # the diagnosis judges by the case's own tolerances, on the local arch's configuration
                 right = search.first_right if factor == 1.0 and not forced else None
                 # a replay is that command already; a search's failure is replayed in a fresh process
-                replay = None if spec is not None else reproduce_argv(
+                # (not under a GPU checker, which would follow the replay's processes at its own pace)
+                replay = None if spec is not None or (checks or CHECKS).sanitize else reproduce_argv(
                     target_name, case.name, dtype, search.failing, seed, checks, forced.name if forced else None)
                 found = diagnose(case, target_name, dtype, search.failing, search.failed, arch=arch, right=right,
                                  replay=replay, replay_budget_s=fresh_replay_budget(started, deadline))
