@@ -33,7 +33,7 @@ import time
 from ..cases import Case
 from ..targets.interpreter_grid import GridTooLarge
 from . import approximate, fresh, function, magnitude, offset, position, reduction, rerun, rng, state, undefined
-from .finding import FAILED, Finding, ranked
+from .finding import FAILED, REPRODUCED, Finding, ranked
 
 BUDGET_S = 10.0   # seconds for one failure's diagnosis: no re-run at another length starts after it
 
@@ -65,8 +65,6 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
     # state first: where it is reproduced, the other experiments' findings (an unwritten output
     # blamed on the grid) describe what the state did, and rank after it at equal strength
     experiments = (
-        ("the replay in a fresh process", lambda: fresh.replay_passes(
-            replay, case.name, dtype, target, replay_budget_s) if replay else []),
         ("the launches one after another", lambda: state.kept_between_launches(
             case, target, run.spec, [m.name for m in failing], right) if time.monotonic() < deadline else []),
         ("the undefined lanes", lambda: undefined.zero_lanes(case, target, run, failing, deadline)),
@@ -79,6 +77,10 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
         ("the reduction lengths", lambda: reduction.growth(case, target, run, numeric, deadline)),
         ("the approximate instructions", lambda: approximate.boundary_codes(case, target, run, failing, deadline)),
         ("the rounding of ties", lambda: approximate.tie_rounding(run, failing)),
+        # last, and only where nothing above reproduced a cause: it costs a process start
+        ("the replay in a fresh process", lambda: fresh.replay_passes(
+            replay, case.name, dtype, target, replay_budget_s)
+            if replay and not any(f.score >= REPRODUCED for f in findings) else []),
     )
     for name, experiment in experiments:
         try:

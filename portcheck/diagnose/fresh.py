@@ -7,7 +7,8 @@ fails every time.
 
 It costs a process start, an import of torch and Triton and the replay's compilations (about 2 s
 on the interpreter), so it runs after a failure only, never from a replay (which is that command
-already), within a time budget, and not where PORTCHECK_FRESH_REPLAY=0 (the test suite: its
+already), last among the experiments and only where none reproduced a cause, within a time
+budget, and not where PORTCHECK_FRESH_REPLAY=0 (the test suite: its
 failures are the harness's own checks of other things).
 """
 from __future__ import annotations
