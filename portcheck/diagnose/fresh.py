@@ -8,8 +8,8 @@ fails every time.
 It costs a process start, an import of torch and Triton and the replay's compilations (about 2 s
 on the interpreter), so it runs after a failure only, never from a replay (which is that command
 already), last among the experiments and only where none reproduced a cause, within a time
-budget, and not where PORTCHECK_FRESH_REPLAY=0 (the test suite: its
-failures are the harness's own checks of other things).
+budget, and not where PORTCHECK_FRESH_REPLAY=0 (the test suite: its failures are the harness's
+own checks of other things).
 """
 from __future__ import annotations
 
@@ -61,4 +61,3 @@ def replay_passes(argv: list[str], case: str, dtype: str, target_name: str, budg
     return [Finding("state", CAUSE, "the printed replay passes in a fresh process, where this process failed "
                     "the same input after the check's earlier ones" + (" (on a GPU a race may pass once too)" if gpu else ""),
                     EXPLAINED if gpu else REPRODUCED)]
-
