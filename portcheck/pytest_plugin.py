@@ -207,11 +207,9 @@ def pytest_configure(config):
                                     f"{state.target}, which has no device here: {why}")
     try:
         select_mode(state.target, raw_interpreter=config.getoption("--raw-interpreter"))
-        from .runner import Checks, configure
-        raw = config.getoption("--raw-interpreter") and state.target == "interpreter"
-        matrix, profile = config.getoption("--matrix"), config.getoption("--portcheck-profile")
-        replay = ((["--raw-interpreter"] if raw else []) + (["--matrix", str(Path(matrix).resolve())] if matrix else [])
-                  + (["--profile", profile] if profile else []))   # what a printed replay repeats
+        from .runner import Checks, configure, replay_flags
+        replay = replay_flags(state.target, config.getoption("--raw-interpreter"), config.getoption("--matrix"),
+                              config.getoption("--portcheck-profile"))
         configure(Checks(guards=not config.getoption("--portcheck-no-guards"),
                          launches=config.getoption("--portcheck-launches"), sanitize=state.sanitize), replay)
         if state.sanitize and state.target != "compile":

@@ -13,6 +13,7 @@ import shlex
 import time
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import hypothesis
 import torch
@@ -61,6 +62,15 @@ class Checks:
 CHECKS = Checks()   # this process's checks: `portcheck run` and the pytest plugin set them
 REPLAY_FLAGS: tuple[str, ...] = ()   # what else a replay needs of the command line: --raw-interpreter,
                                      # --matrix, --profile
+
+
+def replay_flags(target: str, raw_interpreter: bool, matrix: str | None, profile: str | None) -> list[str]:
+    """The options of a command line (portcheck run's, pytest's) that a printed replay repeats:
+    Triton's own interpreter numerics (on the interpreter), the matrix (its budgets and overrides,
+    as an absolute path) and the profile."""
+    return ((["--raw-interpreter"] if raw_interpreter and target == "interpreter" else [])
+            + (["--matrix", str(Path(matrix).resolve())] if matrix else [])
+            + (["--profile", profile] if profile else []))
 
 
 def configure(checks: Checks, replay_flags=()) -> None:

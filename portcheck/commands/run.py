@@ -596,12 +596,9 @@ def _child_argv(args, target: str, seed: int, results_path: Path) -> list[str]:
 
 
 def _replay_flags(args) -> list[str]:
-    """What a printed replay repeats of this command line beyond the checks: Triton's own
-    interpreter numerics (a worker's one target), the matrix (its budgets and overrides) and the
-    profile."""
-    flags = ["--raw-interpreter"] if args.raw_interpreter and args.target == "interpreter" else []
-    flags += ["--matrix", str(Path(args.matrix).resolve())] if args.matrix else []
-    return flags + (["--profile", args.profile] if args.profile else [])
+    """What a printed replay repeats of this command line beyond the checks (a worker's one target)."""
+    from ..runner import replay_flags
+    return replay_flags(args.target, args.raw_interpreter, args.matrix, args.profile)
 
 
 def _checks(args):
