@@ -75,7 +75,7 @@ def replay_spec(spec: dict, examples: list[dict], budget: int | None, where: str
             if budget is not None else False
         if size and abs(value) > budget:
             raise UsageError(f"{where}: '{key}' = {value} is above the element budget {budget} "
-                             "(max_elements for this target)")
+                             "(the target's max_elements; on the interpreter, room for its long-row input)")
         ints = [v for v in seen if type(v) is int]
         if type(value) is int and ints and value < min(1, min(ints)) and min(ints) >= 0:
             least = min(1, min(ints))   # sizes and seeds the case never draws below 0 (or 1)
