@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from portcheck import cli
 from portcheck.errors import UsageError
 from portcheck.matrix import load
 
@@ -50,6 +51,22 @@ def test_run_refuses(args, words, tmp_path):
     proc = portcheck(*args, "--out", str(tmp_path / "out")) if args[0] == "run" else portcheck(*args)
     assert_usage_error(proc, *words)
     assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["run", "--jobs", "abc"], ["invalid int value: 'abc'", "'portcheck run --help'"]),
+    (["run", "--no-such-flag", "x"], ["unrecognized arguments: --no-such-flag x", "'portcheck run --help'"]),
+    (["gate"], ["required: --baseline", "'portcheck gate --help'"]),
+    (["frobnicate"], ["invalid choice", "'portcheck --help'"]),
+])
+def test_argument_errors_are_one_line_naming_the_commands_help(argv, words, capsys):
+    """argparse's own errors read like portcheck's: one line, no usage block, and an unknown flag
+    is blamed on the command it was given to, whose --help it names."""
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("portcheck: error: "), err
+    for w in words:
+        assert w in err, err
 
 
 def test_unwritable_output_directory(tmp_path):
