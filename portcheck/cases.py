@@ -205,19 +205,25 @@ LOAD_ERRORS: dict[str, str] = {}   # module -> why it could not be imported: rep
 _LOADED = False
 _NAMED: dict[str, str] = {}        # module -> where it was named: --cases, a matrix, the environment
 _ORIGIN: dict[str, str] = {}       # case name -> the module a replay must name to register it
+_REGISTERED_BY: dict[str, str] = {}  # case name -> the module that registered it (for clashes)
 _loading: str | None = None        # the module being loaded by name ("" while loading built-ins
                                    #   and entry points, which every process finds by itself)
 
 
 def register(case: Case) -> Case:
     """Add a case; registering the same name twice with a different case is an error."""
-    old = _REGISTRY.get(case.name)
-    if old is not None and old is not case:
-        raise ValueError(f"two cases are named {case.name!r}")
-    _REGISTRY[case.name] = case
     # a case registered outside any loading (from a conftest or a test module) is found again by
     # importing the module that registered it
     origin = _loading if _loading is not None else sys._getframe(1).f_globals.get("__name__", "")
+    old = _REGISTRY.get(case.name)
+    if old is not None and old is not case:
+        # the same words from `portcheck run` (a failing row) and pytest (a collection error)
+        first = _REGISTERED_BY.get(case.name) or "another module"
+        kind = "a built-in case" if first.startswith(BUILTIN_KERNELS + ".") else "a case"
+        raise ValueError(f"two cases are named {case.name!r}: {kind} of {first}, and one of "
+                         f"{origin or 'this module'}; give yours another name")
+    _REGISTRY[case.name] = case
+    _REGISTERED_BY.setdefault(case.name, sys._getframe(1).f_globals.get("__name__", ""))
     if origin and origin != "__main__" and not origin.startswith(BUILTIN_KERNELS + "."):
         _ORIGIN.setdefault(case.name, origin)
     return case
