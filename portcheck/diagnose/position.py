@@ -39,6 +39,7 @@ _MESSAGES = (
                                   "an invalid operation (0/0, inf - inf, a log or sqrt of a negative)", LOCATED),
 )
 SMALLEST_MAP = 8   # fewer elements than this say nothing about a band or the whole output
+BAND_FILL = 0.5    # the share of a band's elements out of tolerance for it to name an index or stride
 
 
 def from_messages(comparisons) -> list[Finding]:
@@ -89,13 +90,17 @@ def tail(bad: torch.Tensor, tiles: dict) -> tuple[str, int, int, int, str] | Non
 
 
 def _band(bad: torch.Tensor) -> str | None:
-    """'rows a..b of n' when the bad elements fill a contiguous band of rows or columns, not all."""
+    """'rows a..b of n' when the bad elements fill a contiguous band of rows or columns, not all.
+    A wrong index or stride spoils most of its band; a few stray elements that happen to share a
+    column (a precision miss, one element of a one-row input) are no band."""
     if bad.dim() != 2:
         return None
     for dim, what in ((0, "rows"), (1, "columns")):
         hit = _along(bad, dim).nonzero().flatten()
         lo, hi, n = int(hit[0]), int(hit[-1]), bad.shape[dim]
-        if hi - lo + 1 == hit.numel() and hit.numel() < n / 2:
+        if bad.shape[1 - dim] < 2 or hi - lo + 1 != hit.numel() or hit.numel() >= n / 2:
+            continue
+        if float(bad.narrow(dim, lo, hi - lo + 1).float().mean()) >= BAND_FILL:
             return f"{what} {lo}..{hi} of {n}"
     return None
 

@@ -173,6 +173,22 @@ def test_a_partial_tile_is_inferred_when_the_launch_is_not_captured():
     assert position.tail(bad, {}) is None
 
 
+def test_a_band_is_named_only_where_most_of_it_is_wrong():
+    """A stride bug spoils its rows or columns; one element out of tolerance, or a column bad in one
+    row of eight, is no band (a precision miss that happened to land there)."""
+    bad = torch.zeros(8, 63, dtype=torch.bool)
+    bad[:, 24:26] = True
+    assert position._band(bad) == "columns 24..25 of 63"
+    bad[1:, 24:26] = False
+    assert position._band(bad) is None
+    one_row = torch.zeros(1, 63, dtype=torch.bool)
+    one_row[0, 24] = True
+    assert position._band(one_row) is None
+    bad = torch.zeros(16, 40, dtype=torch.bool)
+    bad[3:5, 1:] = True
+    assert position._band(bad) == "rows 3..4 of 16"
+
+
 A = vendors.Side("A", "cuda", "sm_90a", "")
 B = vendors.Side("B", "rocm", "gfx942", "")
 RAW = vendors.Side("B", "interpreter", "cpu-interpreter", "raw")
