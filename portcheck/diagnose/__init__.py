@@ -7,6 +7,7 @@ located > hint).
                   reduction.py  growth of the error with the reduction length (K/2, K, 2K)
                   offset.py     an offset-regime failure again with its rows centred
     which function function.py  a declared function's weak region; GELU's two forms
+    autotune cache autotune.py  a configuration another input's key chose, swapped for one of its own
     random numbers rng.py       the Philox model replayed under the common mistakes
     launch to launch state.py   two more launches of the same inputs: state left behind
     call to call  fresh.py      the printed replay in a fresh process: state from earlier inputs
@@ -16,10 +17,11 @@ located > hint).
     across vendors vendors.py   `portcheck diff`: each difference between two runs classified
 
 `diagnose()` runs after a failure only (runner.check), on the failing example: one re-run of it,
-a capture of its launch's tile sizes (not run), two launches one after the other (and, where they
+a capture of its launch's tile sizes and grid (not run), two launches one after the other (and, where they
 agree, one of the first input whose first launch was right), on the interpreter one with undefined
 lanes 0, two re-runs at
-other reduction lengths and, for the offset regime, one with the rows centred, on the case's own
+other reduction lengths, for the offset regime one with the rows centred, and where an autotune
+cache handed the example another input's configuration, one with a configuration of its own, on the case's own
 device; the rest is float64 arithmetic on the CPU. A time budget bounds the re-runs beyond the first: they are left out once
 it is spent (the first re-run always runs: it is the evidence every experiment reads, and costs
 what one launch of the check cost). A search's failure (not a replay's) is also replayed by its
@@ -32,7 +34,7 @@ import time
 
 from ..cases import Case
 from ..targets.interpreter_grid import GridTooLarge
-from . import approximate, fresh, function, magnitude, offset, position, reduction, rerun, rng, state, undefined
+from . import approximate, autotune, fresh, function, magnitude, offset, position, reduction, rerun, rng, state, undefined
 from .finding import FAILED, REPRODUCED, Finding, ranked
 
 BUDGET_S = 10.0   # seconds for one failure's diagnosis: no re-run at another length starts after it
@@ -56,11 +58,20 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
         return ranked(findings + [_failed("the re-run", exc)])
 
     @functools.cache
-    def tiles() -> dict:   # captured once, when an experiment first needs them
-        return rerun.launch_tiles(case, run.args)
+    def launches():   # captured once (not run), when an experiment first needs them
+        return rerun.captured(case, run.args)
+
+    def tiles() -> dict:
+        return rerun.launch_tiles(launches())
+
+    def grids() -> list:
+        return launches().grids if launches() is not None else []
 
     failing = [m for m in run.maps.values() if m.failing]
-    numeric = [m for m in failing if not m.exact and bool((m.bad & m.ratio.isfinite()).any())]
+    # outputs with values to model: some bad element finite, and most of them written (no precision
+    # explains an element the kernel never stored)
+    numeric = [m for m in failing if not m.exact and bool((m.bad & m.ratio.isfinite()).any())
+               and int((m.bad & m.unwritten).sum()) < int(m.bad.sum()) / 2]
     read_outside = any("out-of-bounds read" in c.message for c in comparisons)
     # state first: where it is reproduced, the other experiments' findings (an unwritten output
     # blamed on the grid) describe what the state did, and rank after it at equal strength
@@ -68,7 +79,9 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
         ("the launches one after another", lambda: state.kept_between_launches(
             case, target, run.spec, [m.name for m in failing], right) if time.monotonic() < deadline else []),
         ("the undefined lanes", lambda: undefined.zero_lanes(case, target, run, failing, deadline)),
+        ("the autotune cache", lambda: autotune.cached_choice(case, target, run, failing)),
         ("the position map", lambda: [f for m in failing for f in position.where(m, tiles(), read_outside)]),
+        ("each program's rows", lambda: [f for m in failing for f in position.later_rows(m, grids())]),
         ("the Philox replay", lambda: rng.mistakes(run, failing, tiles())),
         ("the precision models", lambda: magnitude.precision(case, run, numeric, arch)),
         ("the GELU forms", lambda: function.gelu_form(run, numeric)),

@@ -1,5 +1,6 @@
 """Where the error is: everywhere, only in the partial tile at a tensor's end (which dimension, and
-the tile size the launch used), in a band of rows or columns, only in never-written elements, or
+the tile size the launch used), in a band of rows or columns, only in never-written elements, only
+in the rows after each program's first (a launch of fewer programs than rows), or
 next to a guard band (the check's out-of-bounds and determinism messages, reused as they are)."""
 from __future__ import annotations
 
@@ -105,6 +106,30 @@ def _band(bad: torch.Tensor) -> str | None:
     return None
 
 
+def later_rows(m: OutputMap, grids: list[tuple]) -> list[Finding]:
+    """Each program's first row right and its later rows wrong, for a launch of fewer programs
+    than rows: rows [0, P) right for programs that stride by P, or every R-th row for programs
+    that take R rows each in a run. What a program carries from one row to the next (a sum, a
+    max, a counter not reset per row) spoils only the rows after its first."""
+    bad = m.bad
+    if bad.dim() < 1 or not grids:
+        return []
+    rows, hit = bad.shape[0], _along(bad, 0)
+    for programs in sorted({g[0] for g in grids if g and 1 < g[0] < rows}):
+        run = -(-rows // programs)
+        firsts = {"strided": torch.arange(rows) < programs, "in runs": torch.arange(rows) % run == 0}
+        for how, first in firsts.items():
+            if not bool(hit[first].any()) and float(hit[~first].float().mean()) >= BAND_FILL:
+                which = (f"rows 0..{programs - 1} right, {int(hit.sum())} of the {rows - programs} after them "
+                         "wrong" if how == "strided" else
+                         f"every {run}th row right, {int(hit.sum())} of the rows between them wrong")
+                return [Finding("position", "each program's first row right and its later rows wrong: state "
+                                "carried from one row to the next (an accumulator, max or counter not reset "
+                                "per row, or the row's offset not advanced)", f"{which}; the launch has {programs} programs for {rows} rows",
+                                LOCATED, m.name)]
+    return []
+
+
 def where(m: OutputMap, tiles: dict, read_outside: bool) -> list[Finding]:
     """The error map of one output, read for its shape."""
     bad = m.bad
@@ -130,6 +155,10 @@ def where(m: OutputMap, tiles: dict, read_outside: bool) -> list[Finding]:
     if unwritten == count:
         return [Finding("position", "elements never written: the grid or a store mask misses them",
                         f"{count} of {total} elements still hold the harness's output poison", REPRODUCED, m.name)]
+    if unwritten >= count / 2:   # most of the error is no value at all: no precision explains it
+        return [Finding("position", "elements never written: the grid or a store mask misses them (the "
+                        "block a launch covers too small for this input?)", f"{unwritten} of the {count} "
+                        f"elements out of tolerance still hold the harness's output poison", LOCATED, m.name)]
     if total < SMALLEST_MAP:
         return []
     band = _band(bad)

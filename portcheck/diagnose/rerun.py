@@ -133,14 +133,11 @@ def captured(case: Case, args: dict):
     return rec
 
 
-def launch_tiles(case: Case, args: dict) -> dict[str, int]:
-    """The power-of-two constexprs (BLOCK, BLOCK_M, ...) of the case's launches, captured without
-    running them; {} when the launch cannot be captured (the tile sizes are inferred instead)."""
-    rec = captured(case, args)
-    if rec is None:
-        return {}
+def launch_tiles(rec) -> dict[str, int]:
+    """The power-of-two constexprs (BLOCK, BLOCK_M, ...) of the captured launches (`captured`);
+    {} when the launch could not be captured (the tile sizes are inferred instead)."""
     tiles = {}
-    for variant in rec.variants():
+    for variant in (rec.variants() if rec is not None else ()):
         for name, value in variant.constexprs.items():
             if type(value) is int and value >= 2 and value & (value - 1) == 0:
                 tiles[name] = value

@@ -173,6 +173,8 @@ def test_a_key_that_misses_an_argument_the_pruning_reads_fails_as_the_cache_woul
         assert "which Triton's cache hands every launch with key (1, " in result.message
         assert "the key misses an argument the configurations depend on" in result.message
         assert autotuned.CACHED in result.failing_input
+        # the diagnosis swaps the cached configuration for one of the input's own: it passes then
+        assert result.diagnosis[0]["cause"].startswith("an autotune key that misses an argument"), result.diagnosis
         again = _check(dataclasses.replace(_case(_autotuned()), name="autotuned_keyed", launch=launch),
                        spec=result.failing_input)
         assert again.verdict == "fail" and again.message == result.message

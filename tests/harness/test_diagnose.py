@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from portcheck import cases, results
-from portcheck.diagnose import BUDGET_S, position, vendors
+from portcheck.diagnose import BUDGET_S, position, rerun, vendors
 from portcheck.reports import grid, html, markdown
 from portcheck.runner import check
 from portcheck.schema import check_result
@@ -187,6 +187,36 @@ def test_a_band_is_named_only_where_most_of_it_is_wrong():
     bad = torch.zeros(16, 40, dtype=torch.bool)
     bad[3:5, 1:] = True
     assert position._band(bad) == "rows 3..4 of 16"
+
+
+def _map(bad: torch.Tensor, unwritten: torch.Tensor | None = None):
+    ratio = torch.where(bad, 2.0, 0.5).to(torch.float64)
+    unwritten = torch.zeros_like(bad) if unwritten is None else unwritten
+    return rerun.OutputMap("y", ratio, ratio, None, ratio, ratio, unwritten)
+
+
+@pytest.mark.parametrize("runs", [False, True])
+def test_rows_after_each_programs_first_are_put_down_to_state_carried_between_rows(runs):
+    """A persistent launch of 8 programs over 30 rows: each program's first row right, the later
+    ones wrong, whether the programs stride by 8 or take 4 rows each in a run."""
+    rows = torch.arange(30)
+    bad = ((rows % 4 != 0) if runs else (rows >= 8))[:, None].expand(30, 5).clone()
+    found = position.later_rows(_map(bad), [(8,)])
+    assert found and found[0].cause.startswith("each program's first row right and its later rows wrong")
+    assert "the launch has 8 programs for 30 rows" in found[0].evidence
+    assert position.later_rows(_map(bad), [(30,)]) == []      # a program a row: nothing carried
+    assert position.later_rows(_map(bad), [(1,)]) == []       # one program: no first rows to compare
+    bad[0, 0] = True                                          # a first row wrong too: not this cause
+    assert position.later_rows(_map(bad), [(8,)]) == []
+
+
+def test_an_error_mostly_of_unwritten_elements_is_put_down_to_the_grid_not_a_precision():
+    bad = torch.ones(4, 64, dtype=torch.bool)
+    unwritten = torch.zeros_like(bad)
+    unwritten[:, 8:] = True      # the first 8 columns written, wrong; the rest never written
+    found = position.where(_map(bad, unwritten), {}, read_outside=False)
+    assert found and found[0].cause.startswith("elements never written")
+    assert "224 of the 256 elements out of tolerance" in found[0].evidence
 
 
 A = vendors.Side("A", "cuda", "sm_90a", "")
