@@ -3,6 +3,7 @@ with its evidence, ranked (portcheck.diagnose.finding: reproduced > explained > 
 located > hint).
 
     where         position.py   the error map by position, and the check's own guard messages
+                  tiles.py      an error in the last partial tile again one whole tile longer
     how much      magnitude.py  candidate precisions modelled on the inputs and the output
                   reduction.py  growth of the error with the reduction length (K/2, K, 2K)
                   offset.py     an offset-regime failure again with its rows centred
@@ -20,7 +21,8 @@ located > hint).
 a capture of its launch's tile sizes and grid (not run), two launches one after the other (and, where they
 agree, one of the first input whose first launch was right), on the interpreter one with undefined
 lanes 0, two re-runs at
-other reduction lengths, for the offset regime one with the rows centred, and where an autotune
+other reduction lengths, for the offset regime one with the rows centred, for an error in the
+last partial tile one with a whole tile more, and where an autotune
 cache handed the example another input's configuration, one with a configuration of its own, on the case's own
 device; the rest is float64 arithmetic on the CPU. A time budget bounds the re-runs beyond the first: they are left out once
 it is spent (the first re-run always runs: it is the evidence every experiment reads, and costs
@@ -34,7 +36,8 @@ import time
 
 from ..cases import Case
 from ..targets.interpreter_grid import GridTooLarge
-from . import approximate, autotune, fresh, function, magnitude, offset, position, reduction, rerun, rng, state, undefined
+from . import (approximate, autotune, fresh, function, magnitude, offset, position, reduction, rerun, rng, state,
+               tiles, undefined)
 from .finding import FAILED, REPRODUCED, Finding, ranked
 
 BUDGET_S = 10.0   # seconds for one failure's diagnosis: no re-run at another length starts after it
@@ -61,7 +64,7 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
     def launches():   # captured once (not run), when an experiment first needs them
         return rerun.captured(case, run.args)
 
-    def tiles() -> dict:
+    def tile_sizes() -> dict:
         return rerun.launch_tiles(launches())
 
     def grids() -> list:
@@ -80,9 +83,10 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
             case, target, run.spec, [m.name for m in failing], right) if time.monotonic() < deadline else []),
         ("the undefined lanes", lambda: undefined.zero_lanes(case, target, run, failing, deadline)),
         ("the autotune cache", lambda: autotune.cached_choice(case, target, run, failing)),
-        ("the position map", lambda: [f for m in failing for f in position.where(m, tiles(), read_outside)]),
+        ("the position map", lambda: [f for m in failing for f in position.where(m, tile_sizes(), read_outside)]),
+        ("the tile after", lambda: tiles.every_tile(case, target, run, failing, tile_sizes(), deadline)),
         ("each program's rows", lambda: [f for m in failing for f in position.later_rows(m, grids())]),
-        ("the Philox replay", lambda: rng.mistakes(run, failing, tiles())),
+        ("the Philox replay", lambda: rng.mistakes(run, failing, tile_sizes())),
         ("the precision models", lambda: magnitude.precision(case, run, numeric, arch)),
         ("the GELU forms", lambda: function.gelu_form(run, numeric)),
         ("the math regions", lambda: function.math_region(case, run, numeric)),

@@ -32,6 +32,8 @@ PLANTED = {  # case -> (a failing input, words of the cause that must rank first
     "diag_fp16_acc": ({"dtype": "fp16", "M": 16, "N": 16, "K": 64, "seed": 1}, "accumulating in fp16? the error grows with K"),
     "diag_tail_mask": ({"dtype": "fp32", "n": 100, "seed": 1}, "a load without its tail mask"),
     "diag_unwritten_tail": ({"dtype": "fp32", "n": 100, "seed": 1}, "the last partial tile is never written"),
+    # two tiles, the second partial: the error lies in the tail, and one tile more shows it is every tile's
+    "diag_tile_scale": ({"dtype": "fp32", "n": 40, "seed": 1}, "every tile after the first wrong, not only"),
     "diag_philox_swapped": ({"dtype": "fp32", "rows": 8, "cols": 40, "regime": "normal", "layout": "contiguous",
                              "bias": True, "p": 0.5, "rng_seed": 1234, "offset": 40, "seed": 0},
                             "Philox: seed and offset swapped"),

@@ -1,10 +1,11 @@
-"""Nine kernels with one planted bug each, and their correct versions (`*_ok`), as portcheck Cases
+"""Ten kernels with one planted bug each, and their correct versions (`*_ok`), as portcheck Cases
 for tests/harness/test_diagnose.py: each bug must be diagnosed with its cause ranked first.
 
   diag_tf32_dot        an fp32 matmul whose dot inputs are rounded to tf32
   diag_fp16_acc        an fp16 matmul that accumulates in fp16
   diag_tail_mask       a per-block L1 normalization whose load has no tail mask
   diag_unwritten_tail  a grid of n // BLOCK programs: the last partial tile is never stored
+  diag_tile_scale      a blockwise scale read at the first block's index by every program
   diag_philox_swapped  bias + GELU + dropout launched with its Philox seed and offset swapped
   diag_philox_block    a dropout whose Philox offset is one block ahead
   diag_gelu_tanh       the tanh approximation of GELU where the erf form is meant
@@ -134,6 +135,27 @@ def exp_kernel(x_ptr, y_ptr, n, EX2_APPROX: tl.constexpr, BLOCK: tl.constexpr):
     else:
         y = libdevice.exp(x)
     tl.store(y_ptr + offs, y, mask=offs < n)
+
+
+@triton.jit
+def tile_scale_kernel(x_ptr, s_ptr, y_ptr, n, FIRST_SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    s = tl.load(s_ptr) if FIRST_SCALE else tl.load(s_ptr + pid)   # the bug: every tile takes tile 0's scale
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * s, mask=offs < n)
+
+
+def _tile_scale_make(spec, device):
+    g = _seeded(spec["seed"])
+    x = torch.randn(spec["n"], generator=g)
+    return {"x": x.to(device), "s": (torch.rand(triton.cdiv(spec["n"], BLOCK), generator=g) + 0.5).to(device)}
+
+
+def _tile_scale_launch(first_scale):
+    def launch(args, outs):
+        n = args["x"].numel()
+        tile_scale_kernel[(triton.cdiv(n, BLOCK),)](args["x"], args["s"], outs["y"], n, first_scale, BLOCK=BLOCK)
+    return launch
 
 
 def _vector_inputs(dtype, max_elements):
@@ -329,6 +351,10 @@ for suffix, bug in (("", True), ("_ok", False)):
           tolerance=lambda a, r, d: {"y": rounding(d, ops=DIV_ULP)})
     _case(f"diag_unwritten_tail{suffix}", "fp32", inputs=_vector_inputs, make=_vector_make(1.0),
           outputs=_y_like_x, launch=_double_launch(covering=not bug), oracle=lambda a: {"y": 2 * a["x"]},
+          tolerance=lambda a, r, d: {"y": rounding(d)})
+    _case(f"diag_tile_scale{suffix}", "fp32", inputs=_vector_inputs, make=_tile_scale_make, outputs=_y_like_x,
+          launch=_tile_scale_launch(first_scale=bug),
+          oracle=lambda a: {"y": a["x"] * a["s"].repeat_interleave(BLOCK)[:a["x"].numel()]},
           tolerance=lambda a, r, d: {"y": rounding(d)})
     _case(f"diag_philox_block{suffix}", "fp32", inputs=_dropout_inputs, make=_dropout_make,
           outputs=_dropout_outputs, launch=_dropout_launch(1 if bug else 0), oracle=_dropout_oracle,
