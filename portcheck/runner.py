@@ -194,6 +194,27 @@ def _memory_watch(target_name: str, launch: int, checks: Checks, bands: list):
     return watching([Region(*s) for band in bands for s in band.spans()])
 
 
+def _conversions_watched(target_name: str, launch: int, checks: Checks):
+    """The first launch of an example on the interpreter, its float-to-integer conversions watched
+    for values no vendor defines (targets.interpreter_conversions)."""
+    if launch or not checks.guards or TARGETS[target_name].is_gpu:
+        return contextlib.nullcontext()
+    from .targets.interpreter_conversions import watching
+    return watching()
+
+
+def _another_lowering(case: Case, target_name: str, args: dict, first: dict, lines: list[str]) -> list[str]:
+    """Where the first launch converted NaN, inf or out-of-range floats to integers: the example
+    once more with those conversions lowered the other legal way; each output that changes is a
+    finding (targets.interpreter_conversions)."""
+    from .targets.interpreter_conversions import another_lowering, differs
+    outs, _ = _outputs(case, args, TARGETS[target_name].device, False)
+    with launched_in_place(case, args, outs), guards.poisoned_allocations(), _grid_limits(target_name), \
+            another_lowering():
+        case.launch(args, outs)
+    return [m for m in (differs(name, first[name], outs[name], lines) for name in first if name in outs) if m]
+
+
 def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Checks,
                 input_bands: list, clock: PhaseClock = NO_CLOCK) -> tuple[list[dict], list[str], int, list[str]]:
     """Every launch's outputs, the guard violations seen, how many tensors the launcher
@@ -208,10 +229,12 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
                 with launched_in_place(case, args, outs), _program_order(target_name, spec, launch), \
                         guards.poisoned_allocations() as allocations, \
                         _memory_watch(target_name, launch, checks, [*bands, *input_bands]) as watch, \
-                        _grid_limits(target_name), _hints_checked(target_name) as hints:
+                        _grid_limits(target_name), _hints_checked(target_name) as hints, \
+                        _conversions_watched(target_name, launch, checks) as conversions:
                     case.launch(args, outs)
             except GridTooLarge as exc:   # the interpreter refused the grid before its first program
                 violations.append(f"{GRID_HINT}{exc}; the launch did not run")
+                conversions = None
             synchronize(target_name)
             allocated += allocations.allocated
             violations += [v for v in allocations.violations() if v not in violations]
@@ -228,6 +251,12 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
         for band in input_bands:   # the next launch sees the same guards and gaps
             if band.in_place:
                 band.raw.copy_(band.snapshot)
+        if conversions is not None and conversions.lines:
+            with clock.timing("launches"):
+                violations += _another_lowering(case, target_name, args, outs, conversions.lines)
+            for band in input_bands:
+                if band.in_place:
+                    band.raw.copy_(band.snapshot)
     return runs, violations, allocated, notes
 
 

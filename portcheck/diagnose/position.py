@@ -33,6 +33,9 @@ _MESSAGES = (
     (("read before written",), "memory the launcher allocated (torch.empty or kin) read before it is "
                                "written: a buffer assumed to hold zeros, or an output left partly unwritten",
      REPRODUCED),
+    (("an undefined float-to-integer conversion",), "a float-to-integer cast of NaN, inf or a value outside "
+     "the integer type's range: its value is the lowering's choice (clamp, and map NaN, before the cast)",
+     REPRODUCED),
     (("modified:",), "a store into an input the case does not declare in Case.in_place", REPRODUCED),
     (("nondeterministic",), "the result depends on the order of the programs: a race (read-modify-write of "
                             "shared data) or an unordered atomic or split reduction", EXPLAINED),

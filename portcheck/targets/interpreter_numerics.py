@@ -68,6 +68,9 @@ What the layer does, and why it models the GPU:
     does; 3.6's rounded the product first.
   - `tl.histogram` counts the elements in [0, bins) that its mask keeps, as 3.9's interpreter and
     the GPUs do (3.6's counted a value equal to bins in the last bin).
+  - A float -> integer cast truncates and saturates as NVIDIA's cvt.rzi does: to at least 16 bits
+    (an 8-bit result keeps the low byte of the 16-bit one), NaN -> 0; numpy's cast is x86's
+    (targets.interpreter_conversions, which also notes the conversions no vendor defines).
   - Float scalar arguments become fp32 scalars, as the JIT's specialization makes them (ints are
     already i32 / u32 / i64 / u64 by range in Triton's own code), and an integer argument equal to
     1 becomes tl.constexpr(1) where the JIT makes it one (no type annotation, not in
@@ -103,13 +106,14 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import UsageError
+from . import interpreter_conversions
 
-LAYER_VERSION = 7   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
+LAYER_VERSION = 8   # 2: integer arguments equal to 1 arrive as the JIT specializes them; 3: fp16 sums
                     # in a rounded tree, tf32 dot operands rounded, argmax ties without tie_break_left;
                     # 4: maxnum / minnum / clamp drop NaN, histogram drops values >= bins,
                     # on Triton 3.6 as on 3.9 and the GPUs; 5: an fp32 / fp16 fma rounds once on 3.6 too;
                     # 6: an fp64 fma as well; 7: a tl.reduce with its own combine function
-                    # combines in a pairwise tree
+                    # combines in a pairwise tree; 8: float -> int casts saturate as NVIDIA's cvt.rzi
 DESCRIPTION = f"faithful bf16/fp8 layer v{LAYER_VERSION}"
 TRITON_VERSIONS = ("3.6.0", "3.9.0")   # interpreter.py read and tested for each
 
@@ -398,6 +402,9 @@ def _replacements(interp):
             return TensorHandle(vals.astype(interp._get_np_dtype(dst)), dst)
 
     def new_cast_impl(self, src, dst_type):
+        to = dst_type.scalar
+        if src.dtype.scalar.is_floating() and to.is_int() and not to.is_bool():   # as a GPU converts
+            return TensorHandle(interpreter_conversions.to_int(_values(src), interp._get_np_dtype(to)), to)
         if _fmt(src.dtype) or _fmt(dst_type):
             return convert(src, dst_type)
         return cast_impl(self, src, dst_type)
