@@ -161,10 +161,10 @@ class _Remembering:
     def run(self, case, dtype: str, spec: dict | None = None, on_example=None):
         self.last = {"case": case.name, "family": case.family, "dtype": dtype, "spec": spec}
 
-        def seen(example):
+        def seen(example, failed=None):
             self.last["spec"] = example
             if on_example is not None:
-                on_example(example)
+                on_example(example, failed=failed)
         return self._session.run(case, dtype, spec=spec, on_example=seen)
 
 

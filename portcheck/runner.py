@@ -931,7 +931,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
     """Search (or, given `spec`, replay) one case x target x dtype; never raises for kernel faults.
 
     `on_example(spec)` is called before each example runs, so a supervisor that sees the process
-    die or hang knows the exact input it was on. `as_arch`: archs that share their launches
+    die or hang knows the exact input it was on; `on_example(spec, failed=message)` before a
+    failure's diagnosis, whose re-runs of other inputs may kill it, so that the failure stands. `as_arch`: archs that share their launches
     (portcheck.as_arch.groups); the case runs with its launches configured for the first of
     them, and the record (arch: that one, evidence "as-arch") says what changed to run locally.
     `deadline` (a time.monotonic() value): once it has passed after a failure, the search stops
@@ -1205,6 +1206,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                 # (not under a GPU checker, which would follow the replay's processes at its own pace)
                 replay = None if spec is not None or (checks or CHECKS).sanitize else reproduce_argv(
                     target_name, case.name, dtype, search.failing, seed, checks, forced.name if forced else None)
+                if on_example is not None:   # the failure stands if a re-run of the diagnosis kills the process
+                    on_example(search.failing, failed=result.message)
                 found = diagnose(case, target_name, dtype, search.failing, search.failed, arch=arch, right=right,
                                  replay=replay, replay_budget_s=fresh_replay_budget(started, deadline))
                 if COLUMNS_KEY in search.failing:

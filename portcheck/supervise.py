@@ -189,9 +189,13 @@ def _describe_exit(code) -> str:
 
 
 def fault_record(state: dict, target: str, evidence: str, why: str) -> dict:
+    """An error record of the case in flight; a failure where the worker died in its diagnosis
+    (the state's `failed`: the check's message, on the state's input)."""
     spec = state.get("spec")
+    failed = state.get("failed")
     r = results.Result("runtime", state["case"], state.get("family", ""), state["dtype"], target,
-                       state.get("arch", "-"), "error", evidence, message=why,
+                       state.get("arch", "-"), "fail" if failed else "error", evidence,
+                       message=f"{failed} (then {why}: no likely causes)" if failed else why,
                        failing_input=spec, reproduce=state.get("reproduce", ""),
                        provenance=state.get("provenance", {}))
     if spec is not None and r.reproduce:
@@ -341,8 +345,11 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
         if not state or "case" not in state:
             raise Unfinished(f"the {target} worker stopped outside any case: {_describe_exit(code)}")
         limit = f" after {case_timeout:g} s (the per-case limit)" if code == TIMED_OUT else ""
-        why = f"{_describe_exit(code)}{limit} while running this case"
-        if state.get("spec") is not None:
+        if state.get("failed"):   # the check had failed: its diagnosis's re-runs of other inputs killed it
+            why = f"{_describe_exit(code)}{limit} in its diagnosis"
+        else:
+            why = f"{_describe_exit(code)}{limit} while running this case"
+        if state.get("spec") is not None and not state.get("failed"):
             why += " on the recorded input"
         if target == "interpreter" and isinstance(code, int) and -code in MEMORY_SIGNALS:
             why += INTERPRETER_CRASH_HINT
@@ -351,7 +358,8 @@ def supervise(cmd: list[str], env: dict, results_path: Path, target: str, case_t
             on_fault(state, why)
         else:
             results.append_many(results_path, records)
-        line = f"{target}/{state.get('arch', '-')} {state['case']:<24} {state['dtype']:<8} error  {why}"
+        line = (f"{target}/{state.get('arch', '-')} {state['case']:<24} {state['dtype']:<8} "
+                f"{records[0]['verdict'] if records else 'error':<5}  {records[0]['message'] if records else why}")
         if records and records[0].get("reproduce"):   # as a failing check prints its replay
             line += f"\n    replay: {records[0]['reproduce']}"
         output(line) if output else print(line, flush=True)

@@ -759,8 +759,8 @@ def _work(args, matrix: RunPlan, target: str, selected, dtypes) -> int:
                                                 as_arch=group[0].name if group else None)}
         announce(inflight, state)
 
-        def on_example(example, state=state):
-            announce(inflight, {**state, "spec": example})
+        def on_example(example, failed=None, state=state):
+            announce(inflight, {**state, "spec": example, **({"failed": failed} if failed else {})})
 
         pole = _key(case, dtype, group) in poles
         if poles and not pole and session.target.is_gpu:

@@ -46,6 +46,8 @@ EXPECTED = {  # case -> (verdict, words the message must contain)
     "fault_nan": ("fail", "NaN/Inf placement differs"),
     "fault_hang": ("error", "timed out after 8 s"),
     "fault_crash": ("error", "died of SIG"),   # and says what on the interpreter writes there
+    # the check failed; a re-run of its diagnosis killed the worker: the failure stands, with its input
+    "fault_crash_in_diagnosis": ("fail", "y: 16 of 16 elements out of tolerance"),
     "fault_compile_error": ("error", "equal ranks"),
     "fault_oom": ("error", "allocate"),
     "fault_resources": ("pass", ""),   # a GPU-only fault: the interpreter ignores num_warps
@@ -77,6 +79,9 @@ def test_each_fault_fails_only_its_case(fault_run, case):
     assert words in r["message"]
     if case == "fault_crash":
         assert "the interpreter stores into this process's own memory" in r["message"]
+    if case == "fault_crash_in_diagnosis":
+        assert "(then the worker process died of SIG" in r["message"] and " in its diagnosis" in r["message"]
+        assert r["failing_input"]["n"] == 16, r["failing_input"]
     if verdict != "pass":
         assert r["reproduce"].startswith("portcheck run --cases tests.support.fault_cases ")
         assert f"--kernel {case}" in r["reproduce"]

@@ -51,6 +51,12 @@ def bad_compile_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.dot(x, x), mask=offs < n)   # tl.dot needs 2-D blocks
 
 
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, 1.5 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)   # wrong: y = x
+
+
 def _inputs(dtype, max_elements):
     return st.fixed_dictionaries({"dtype": st.just(dtype), "n": st.integers(1, 64), "seed": st.integers(0, 9)})
 
@@ -78,16 +84,28 @@ def _tol(args, refs, dtype):
     return {"y": rounding(dtype)}
 
 
-def _fault_case(name, launch=None, oracle=_identity_oracle, tolerance=_tol, outputs=_outputs):
-    return register(Case(name=f"fault_{name}", family="faults", dtypes=("fp32",), inputs=_inputs,
+def _fault_case(name, launch=None, oracle=_identity_oracle, tolerance=_tol, outputs=_outputs, **more):
+    return register(Case(name=f"fault_{name}", family="faults", dtypes=("fp32",), inputs=more.pop("inputs", _inputs),
                          make=_make, outputs=outputs, launch=launch or _launcher(copy_kernel),
-                         oracle=oracle, tolerance=tolerance, cost=lambda a: Cost(0)))
+                         oracle=oracle, tolerance=tolerance, cost=lambda a: Cost(0), **more))
 
 
 def _over_the_limits(args, outs):
     # 64 warps = 2048 threads per block, over every GPU's 1024: refused at launch on a GPU
     # (the interpreter runs blocks as numpy arrays and ignores num_warps, so there it passes)
     copy_kernel[(1,)](args["x"], outs["y"], args["x"].numel(), BLOCK=64, num_warps=64)
+
+
+def _crash_off_the_strategy(args, outs):
+    # wrong on every length the strategy draws (multiples of 16); a length it never draws, which
+    # the diagnosis's re-run at half the reduction length makes, kills the process
+    kernel = scale_kernel if args["x"].numel() % 16 == 0 else wild_store_kernel
+    kernel[(1,)](args["x"], outs["y"], args["x"].numel(), BLOCK=64)
+
+
+def _sixteens(dtype, max_elements):
+    return st.fixed_dictionaries({"dtype": st.just(dtype), "n": st.integers(1, 4).map(lambda m: 16 * m),
+                                  "seed": st.integers(0, 9)})
 
 
 def _oom(args, outs):
@@ -110,6 +128,7 @@ _fault_case("ok")                                                  # the control
 _fault_case("nan", _launcher(nan_kernel))
 _fault_case("hang", _launcher(spin_kernel))
 _fault_case("crash", _launcher(wild_store_kernel))
+_fault_case("crash_in_diagnosis", _crash_off_the_strategy, inputs=_sixteens, reduction="n")
 _fault_case("compile_error", _launcher(bad_compile_kernel))
 _fault_case("oom", _oom)
 _fault_case("resources", _over_the_limits)
