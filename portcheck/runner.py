@@ -1076,11 +1076,13 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         the search ran on no row of two or more elements: the largest passing input of at most
         REGIME_ELEMENTS elements in that regime. Twelve examples leave one of six regimes out about
         one time in nine, and a regime drawn only on one-element rows shows nothing that needs a
-        row's spread (the offset regime's cancelling variance)."""
+        row's spread (the offset regime's cancelling variance). A case that draws special values
+        also gets an input of each kind alone (S.SPECIALS)."""
         base = search.regime_base or search.largest
         if "regime" not in base:
             return
-        for regime in sorted(drawable_regimes - search.regimes_run, key=lambda r: (r not in S.REGIMES, str(r))):
+        for regime in sorted(S.drawn_with_variants(drawable_regimes) - search.regimes_run,
+                             key=lambda r: (r not in S.REGIMES, str(r))):
             prop({**base, "regime": regime})
 
     def many_rows_grids():

@@ -24,11 +24,17 @@ PRIMES = (2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381)
 # Value regimes a case may accept. "offset" puts each row far from zero relative to its spread
 # (offset_ratio()), where a one-pass variance E[x^2] - E[x]^2 cancels. "zeros" makes the first
 # row and about half the others all zero (padding tokens), where a scale or a norm taken from the
-# row divides by zero. "special" puts +-inf and NaN among normal values and belongs only to
+# row divides by zero. "special" puts +inf, -inf and NaN among normal values (each of them where
+# the tensor has three elements or more; SPECIALS) and belongs only to
 # kernels whose result is defined for them. "ties" puts values on the midpoints between the codes
 # of a quantized format once a row is scaled by its absmax over the format's largest code
 # (tie_values()), where rounding half away from zero, or half up, differs from round-half-to-even.
 REGIMES = ("normal", "large", "tiny", "equal", "offset", "zeros", "ties", "special")
+# the non-finite values of each special regime. A case draws "special"; its check also runs one
+# input of each kind alone (drawn_with_variants): a test for one kind that misses another (|g| ==
+# inf, which NaN passes) shows only where that other kind comes without the first
+SPECIALS = {"special": (math.inf, -math.inf, math.nan), "special-nan": (math.nan,),
+            "special-inf": (math.inf, -math.inf)}
 # the formats a "ties" row probes, one per row in turn: int8 and the fp8 codes of both vendors
 TIE_FORMATS = (torch.int8, torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz)
 # offset's largest ratio of a row's offset to its spread: 2**12 leaves an fp32 accumulator's
@@ -137,6 +143,12 @@ def regimes(allowed=REGIMES[:-1]) -> st.SearchStrategy[str]:
     if noted is not None:
         noted.update(allowed)
     return st.sampled_from(tuple(allowed))
+
+
+def drawn_with_variants(regimes: set) -> set:
+    """The regimes a check runs for a case that draws `regimes`: those, and where it draws special
+    values, each kind of them alone (SPECIALS)."""
+    return set(regimes) | ({r for r in SPECIALS} if "special" in regimes else set())
 
 
 def with_regimes(build) -> tuple[st.SearchStrategy, set]:
@@ -289,18 +301,23 @@ def values(shape, dtype: str, regime: str, gen: torch.Generator, scale: float = 
         kept = normal((*shape[:-1], 1), gen) > 0
         kept.view(-1)[0] = False   # the first row always: a one-row input is a zero row
         base.mul_(kept)
-    elif regime == "special":
+    elif regime in SPECIALS:
         flat = base.flatten()
         n = flat.numel()
-        picks = torch.randint(0, n, (max(1, n // 16),), generator=gen)
-        kinds = torch.randint(0, 3, picks.shape, generator=gen)
-        specials = torch.tensor([float("inf"), float("-inf"), float("nan")], dtype=torch.float64)
-        flat[picks.to(flat.device)] = specials[kinds].to(flat.device)
+        specials = torch.tensor(SPECIALS[regime], dtype=torch.float64)
+        kinds = len(specials)
+        picks = torch.randint(0, n, (max(kinds, n // 16),), generator=gen)
+        drawn = torch.randint(0, kinds, picks.shape, generator=gen)
+        flat[picks.to(flat.device)] = specials[drawn].to(flat.device)
+        # then neighbouring places, one of each kind (written last, so no pick overwrites them):
+        # an input with room for them holds every kind of its regime
+        first = (picks[0] + torch.arange(min(n, kinds))) % n
+        flat[first.to(flat.device)] = specials[(drawn[0] + torch.arange(first.numel())) % kinds].to(flat.device)
         base = flat.reshape(shape)
     elif regime != "normal":
         raise ValueError(f"unknown value regime {regime!r}; known: {', '.join(REGIMES)}")
     limit = torch.finfo(f.torch_dtype).max
-    if regime == "special":   # keep the infinities; clamp only the finite values
+    if regime in SPECIALS:    # keep the infinities; clamp only the finite values
         base = torch.where(base.isfinite(), base.clamp(-limit, limit), base)
     else:                     # every value is finite
         base.clamp_(-limit, limit)

@@ -171,7 +171,7 @@ def _check_replay(case, spec: dict, dtypes, budget: int) -> None:
     own = harness_keys(spec, set().union(*examples), where)
     replay_spec(own, examples, budget, where)
     # the values portcheck's own strategies draw from (a failure's replay may hold "far" rows)
-    for key, known in (("regime", drawable), ("layout", {*S.LAYOUTS, "far"})):
+    for key, known in (("regime", S.drawn_with_variants(drawable)), ("layout", {*S.LAYOUTS, "far"})):
         if known and key in own and all(key in e for e in examples) and own[key] not in known:
             raise UsageError(f"{where}: '{key}' must be one of {', '.join(sorted(known))}, got {own[key]!r}")
     if COLUMNS_KEY in spec and COLUMNS_KEY not in own:   # a tensor the case makes, and one that can be so

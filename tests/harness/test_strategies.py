@@ -39,6 +39,20 @@ def test_regimes_stay_finite_in_the_format_except_special(draw_on):
     assert (equal == equal[:, :1]).all()
 
 
+@pytest.mark.parametrize("n", [3, 5, 40])
+def test_the_special_regime_holds_each_kind_from_three_elements_on(n):
+    """+inf, -inf and NaN each, whatever the seed; and each kind alone in its own regime, which a
+    check runs beside "special": a kernel that flags |g| == inf only (NaN passes it) shows only on
+    NaN without infinities."""
+    for seed in range(20):
+        f = S.values((1, n), "fp16", "special", S.generator(seed)).float()
+        assert torch.isnan(f).any() and torch.isposinf(f).any() and torch.isneginf(f).any()
+        nan = S.values((1, n), "fp16", "special-nan", S.generator(seed)).float()
+        assert torch.isnan(nan).any() and not torch.isinf(nan).any()
+        inf = S.values((1, n), "fp16", "special-inf", S.generator(seed)).float()
+        assert torch.isposinf(inf).any() and torch.isneginf(inf).any() and not torch.isnan(inf).any()
+
+
 @pytest.mark.parametrize("dtype, ratio", [("fp32", 4096), ("fp16", 256), ("bf16", 32), ("fp8e4nv", 2)])
 def test_offset_rows_are_the_normal_rows_moved_by_a_signed_multiple_of_their_spread(dtype, ratio):
     """The same seed draws the same spread as the normal regime; each offset row is moved by
