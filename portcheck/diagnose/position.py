@@ -122,14 +122,17 @@ def later_rows(m: OutputMap, grids: list[tuple]) -> list[Finding]:
         run = -(-rows // programs)
         firsts = {"strided": torch.arange(rows) < programs, "in runs": torch.arange(rows) % run == 0}
         for how, first in firsts.items():
-            if not bool(hit[first].any()) and float(hit[~first].float().mean()) >= BAND_FILL:
-                which = (f"rows 0..{programs - 1} right, {int(hit.sum())} of the {rows - programs} after them "
-                         "wrong" if how == "strided" else
-                         f"every {run}th row right, {int(hit.sum())} of the rows between them wrong")
-                return [Finding("position", "each program's first row right and its later rows wrong: state "
-                                "carried from one row to the next (an accumulator, max or counter not reset "
-                                "per row, or the row's offset not advanced)", f"{which}; the launch has {programs} programs for {rows} rows",
-                                LOCATED, m.name)]
+            owner = torch.arange(rows) % programs if how == "strided" else torch.arange(rows) // run
+            if bool(hit[first].any()) or float(hit[~first].float().mean()) < BAND_FILL \
+                    or owner[hit].unique().numel() < 2:   # the later rows of two programs at least
+                continue
+            which = (f"rows 0..{programs - 1} right, {int(hit.sum())} of the {rows - programs} after them wrong"
+                     if how == "strided" else
+                     f"rows 0, {run}, {2 * run}, ... right, {int(hit.sum())} of the rows between them wrong")
+            return [Finding("position", "each program's first row right and its later rows wrong: state "
+                            "carried from one row to the next (an accumulator, max or counter not reset "
+                            "per row, or the row's offset not advanced)",
+                            f"{which}; the launch has {programs} programs for {rows} rows", LOCATED, m.name)]
     return []
 
 

@@ -22,6 +22,8 @@ GROWS = 0.3       # relative error ~ K^p with p at least this grows: the planted
                   # 0.54 (sqrt(K) in theory), correct fp32 sums near 0
 SMALLEST = 4      # no growth is read from K/2 below this
 MIDDLE = 3.0      # the error at K at least the geometric mean of those at K/2 and 2K over this
+STEP = 2.5        # log2 of the error's rise for a doubling of K past which it is a step, not growth:
+                  # rounding grows as K^0.5 to K^1 (1.4x to 2x a doubling), this is 5.7x
 
 
 def reduction_key(case: Case, spec: dict) -> str | None:
@@ -60,11 +62,26 @@ def growth(case: Case, target_name: str, run: Run, maps: list[OutputMap], deadli
         p = exponent(e)
         if p is None:
             continue
+        measured = "relative rms error " + ", ".join(f"{x:.2g} at {key}={s}" for s, x in zip(sizes, e))
+        step = sets_in(sizes, e)
+        if step:   # no rounding grows that fast: the sum goes wrong past a size
+            found.append(Finding("reduction", f"the error sets in between {key}={step[0]} and {key}={step[1]}, "
+                                 f"faster than any accumulated rounding grows: part of the sum wrong once {key} "
+                                 "passes a block (a scale, pointer or path taken per block, a block dropped "
+                                 "or counted twice)", f"{measured}; rounding grows at most linearly",
+                                 CORRELATED, m.name))
+            continue
         shape = f"linearly with {key}" if p >= 0.75 else f"with {key} (as {key}^{p:.2f})"
         found.append(Finding("reduction", f"{accumulator_question(m.out.dtype)} the error grows {shape}",
-                             "relative rms error " + ", ".join(f"{x:.2g} at {key}={s}" for s, x in zip(sizes, e))
-                             + "; a correct fp32 accumulation stays flat", CORRELATED, m.name))
+                             f"{measured}; a correct fp32 accumulation stays flat", CORRELATED, m.name))
     return found
+
+
+def sets_in(sizes, e: list[float]) -> tuple[int, int] | None:
+    """The two neighbouring sizes between which the error rises faster than rounding grows (STEP),
+    or None."""
+    return next(((lo, hi) for lo, hi, a, b in zip(sizes, sizes[1:], e, e[1:])
+                 if a > 0 and math.log2(b / a) >= STEP), None)
 
 
 def exponent(e: list[float]) -> float | None:

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from portcheck import cases, results
-from portcheck.diagnose import BUDGET_S, position, rerun, vendors
+from portcheck.diagnose import BUDGET_S, position, reduction, rerun, vendors
 from portcheck.reports import grid, html, markdown
 from portcheck.runner import check
 from portcheck.schema import check_result
@@ -210,6 +210,16 @@ def test_rows_after_each_programs_first_are_put_down_to_state_carried_between_ro
     assert position.later_rows(_map(bad), [(1,)]) == []       # one program: no first rows to compare
     bad[0, 0] = True                                          # a first row wrong too: not this cause
     assert position.later_rows(_map(bad), [(8,)]) == []
+    one = torch.tensor([False, True, False])[:, None].expand(3, 4)   # one later row of one program
+    assert position.later_rows(_map(one), [(2,)]) == []
+
+
+def test_an_error_that_sets_in_past_a_size_is_no_accumulated_rounding():
+    """Rounding grows as K^0.5 to K^1; an error 85 times larger for twice the K (a scale taken per
+    tile, wrong past the first) is a step, which the accumulator question would misname."""
+    assert reduction.sets_in((32, 64, 128), [0.0035, 0.3, 0.48]) == (32, 64)
+    assert reduction.sets_in((32, 64, 128), [0.01, 0.014, 0.02]) is None       # fp16 accumulation: sqrt(K)
+    assert reduction.sets_in((32, 64, 128), [0.01, 0.02, 0.04]) is None        # linear growth
 
 
 def test_an_error_mostly_of_unwritten_elements_is_put_down_to_the_grid_not_a_precision():
