@@ -172,9 +172,9 @@ def _wait(proc: subprocess.Popen, inflight: Path, case_timeout: float, on_finish
 
 # the signals a process dies of when it writes outside its memory, or corrupts its heap
 MEMORY_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT}
-INTERPRETER_CRASH_HINT = (" (the interpreter stores into this process's own memory: a store far outside its tensors, "
-                          "or past the end of a buffer the launcher allocated itself, which has no guard band, "
-                          "corrupts it)")
+INTERPRETER_CRASH_HINT = (" (the interpreter loads and stores in this process's own memory: a load or store far "
+                          "outside its tensors, or into one with no elements, faults; a store past the end of a "
+                          "buffer the launcher allocated itself, which has no guard band, corrupts it)")
 
 
 def _describe_exit(code) -> str:

@@ -78,7 +78,7 @@ def test_each_fault_fails_only_its_case(fault_run, case):
     assert r["verdict"] == verdict, r["message"]
     assert words in r["message"]
     if case == "fault_crash":
-        assert "the interpreter stores into this process's own memory" in r["message"]
+        assert "the interpreter loads and stores in this process's own memory" in r["message"]
     if case == "fault_crash_in_diagnosis":
         assert "(then the worker process died of SIG" in r["message"] and " in its diagnosis" in r["message"]
         assert r["failing_input"]["n"] == 16, r["failing_input"]
