@@ -104,7 +104,7 @@ def diagnose(case: Case, target: str, dtype: str, failing_spec: dict, comparison
             findings += experiment()
         except Exception as exc:
             findings.append(_failed(name, exc))
-    return ranked(findings)
+    return ranked(tiles.contradicted(findings))
 
 
 def _failed(name: str, exc: Exception) -> Finding:

@@ -19,6 +19,16 @@ from .position import _along, tail
 from .rerun import OutputMap, Run
 
 SIZE_SKIP = {"seed", "dtype"}
+CAUSE = ("every tile after the first wrong, not only the last partial one: a per-tile offset (program_id * "
+         "BLOCK, a scale or pointer indexed by the tile) wrong or missing")
+TAIL = "the last partial tile"   # the words of the position findings this one contradicts
+
+
+def contradicted(findings: list[Finding]) -> list[Finding]:
+    """The findings less those that put an error in the last partial tile of an output where this
+    experiment found it in a whole tile too."""
+    whole = {f.output for f in findings if f.cause == CAUSE}
+    return [f for f in findings if not (f.output in whole and f.kind == "position" and TAIL in f.cause)]
 
 
 def every_tile(case: Case, target_name: str, run: Run, maps: list[OutputMap], tiles: dict,
@@ -46,8 +56,7 @@ def every_tile(case: Case, target_name: str, run: Run, maps: list[OutputMap], ti
         whole = [i for i in hit if tile <= i < (n + tile) // tile * tile]
         if whole:
             found.append(Finding(
-                "position", "every tile after the first wrong, not only the last partial one: a per-tile offset "
-                "(program_id * BLOCK, a scale or pointer indexed by the tile) wrong or missing",
+                "tiles", CAUSE,
                 f"with {keys[0]} = {n + tile} (one tile of {tile} more) the error reaches index {whole[0]} of "
                 f"{label}, inside a whole tile; at {n} it lay in the last partial tile [{start}, {n})",
                 CORRELATED, m.name))
