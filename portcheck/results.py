@@ -46,6 +46,8 @@ class Result:
     as_arch: dict = field(default_factory=dict)   # runtime --as-arch: the arch forced, the local one, what changed
     sanitizer: dict | None = None  # runtime under --sanitize: the checker's report (portcheck.sanitize)
     phases: dict = field(default_factory=dict)   # runtime: seconds per phase (portcheck.runner.PHASES)
+    first_failure: dict | None = None   # runtime failures: the search's first failing input and message,
+                                        # where shrinking ended on another
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -813,6 +813,7 @@ class _Search:
     regime_base: dict | None = None   # the largest such passing input within REGIME_ELEMENTS
 
     failing_metrics: dict = field(default_factory=dict)   # the failing example's own metrics
+    first_failure: dict | None = None   # the search's first failing input and its message, before shrinking
     shrink_started: float | None = None   # time.monotonic() at the first example after a failure
     smaller_at: int = 0               # the example count when a failing (or faulting) input last got smaller
     shrink_ended: float | None = None     # ... and when the search ended
@@ -1020,6 +1021,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             search.first_right = search.first_right or example
         if bad:
             message = "; ".join(c.message for c in bad)
+            if search.first_failure is None and spec is None:
+                search.first_failure = {"input": example, "message": message}
             if search.keeps(search.failing, example):
                 search.failing, search.message, search.failed = example, message, bad
                 search.failing_metrics = _fold_metrics({}, comps)
@@ -1302,6 +1305,10 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
         else search.metrics
     result.tolerance = search.tolerance
     result.failing_input = search.failing if result.verdict in ("fail", "error") else None
+    # shrinking may end on a degenerate input (one element, a row of zeros) whose symptom is not the
+    # one a realistic input shows: the record keeps the first failing input too, where it differs
+    if result.verdict == "fail" and search.first_failure and search.first_failure["input"] != search.failing:
+        result.first_failure = search.first_failure
     if (result.failing_input or {}).get("layout") == "far":
         result.message = FAR_HINT + result.message
     elif COLUMNS_KEY in (result.failing_input or {}):

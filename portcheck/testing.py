@@ -11,6 +11,7 @@ import warnings
 import pytest
 
 from . import cases
+from .reports.failure import failure_lines
 
 
 def test_portcheck_case(portcheck_case, portcheck_session):
@@ -18,7 +19,7 @@ def test_portcheck_case(portcheck_case, portcheck_session):
     if name == "<load>":
         pytest.fail(f"kernel module {dtype} does not import: {cases.LOAD_ERRORS[dtype]}", pytrace=False)
     r = portcheck_session.run(cases.get(name), dtype)
-    detail = f"{r.message}\n  replay: {r.reproduce}"
+    detail = "\n  ".join([r.message, *failure_lines(r)])
     if r.verdict == "skip":
         pytest.skip(r.message)
     if r.verdict == "xfail":

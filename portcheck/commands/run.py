@@ -27,6 +27,7 @@ from .. import precompile, results, workers
 from ..errors import UsageError
 from ..matrix import PROFILES, RunPlan
 from ..overrides import load as load_overrides
+from ..reports.failure import failure_lines
 from ..reports.markdown import markdown
 from ..reports.output import atomic_write, owned, write_reserved
 from ..reports.progress import Progress
@@ -809,11 +810,8 @@ def _print_result(target: str, local_arch: str, r) -> None:
           f"{'  ' + r.message if r.verdict != 'pass' else ''}", flush=True)
     if r.verdict == "pass" and r.message:   # a check that did not run as it does elsewhere
         print(f"    note: {r.message}", flush=True)
-    for rank, cause in enumerate(r.diagnosis[:3], start=1):   # the evidence of the first
-        print(f"    likely cause {rank}: {cause['cause']}"
-              + (f" ({cause['evidence']})" if rank == 1 and cause["evidence"] else ""), flush=True)
-    if not r.passed:
-        print(f"    replay: {r.reproduce}", flush=True)
+    for line in failure_lines(r):
+        print(f"    {line}", flush=True)
 
 
 def _time_work(session, results_path: Path, target: str, selected, inflight: Path, go: Path | None) -> None:

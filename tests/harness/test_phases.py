@@ -10,6 +10,7 @@ import torch
 from hypothesis import strategies as st
 
 from portcheck import Case, Cost
+from portcheck.reports.failure import failure_lines
 from portcheck.reports.progress import Progress, duration
 from portcheck.results import PHASES, phase_totals
 from portcheck.runner import check
@@ -83,6 +84,7 @@ def test_without_a_deadline_the_failure_shrinks_to_its_minimal_input(portcheck_s
     result = _check(portcheck_session, fast_and_wrong, deadline=time.monotonic() + 600)
     assert result.verdict == "fail" and "shrinking stopped" not in result.message, result.message
     assert result.failing_input == {"dtype": "fp32", "n": 1, "seed": 0}
+    assert result.first_failure is None   # the first input drawn failed: nothing shrank
 
 
 def test_the_recorded_tolerance_is_the_one_of_the_failing_input_reported(portcheck_session):
@@ -97,6 +99,12 @@ def test_the_recorded_tolerance_is_the_one_of_the_failing_input_reported(portche
     result = _check(portcheck_session, wrong, deadline=time.monotonic() + 600)
     assert result.verdict == "fail" and result.failing_input["n"] == 2, result.failing_input
     assert result.tolerance["y"]["formula"] == "n=2"   # not the first failing input's, before shrinking
+    # that first failing input is kept with its message, and printed
+    first = result.first_failure
+    assert first is not None and first["input"]["n"] > 2, first
+    assert first["message"].startswith("y: 1 of ") and "at [1] got" in first["message"]
+    lines = failure_lines(result)
+    assert lines[-2] == f"replay: {result.reproduce}" and lines[-1].startswith("first failing input: {")
 
 
 def test_the_run_totals_sum_each_phase_over_the_records_in_a_fixed_order():
