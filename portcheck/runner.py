@@ -399,6 +399,10 @@ REGIME_ELEMENTS = 4096
 # ties, inf and NaN) show on rows of a few elements, and softmax_long's row loops there take about
 # a second for an input of 4,096 (its regime inputs added 4 to 7 s to the default matrix)
 INTERPRETER_REGIME_ELEMENTS = 1024
+# the special regime's single kinds (NaN alone, the infinities alone) run on the largest passing
+# input within this many: what they look for (a non-finite check that misses one kind) shows on any
+# row, and softmax_long's 1,024-element inputs took 0.5 s each on the interpreter
+VARIANT_ELEMENTS = 256
 ROW_KEYS = ("rows", "tokens")   # the spec keys that name the row count of a laid-out tensor
 FAR_HEADROOM = 2                # free device memory needed: this many times the far tensor's bytes
 
@@ -811,6 +815,7 @@ class _Search:
     not_here: list = field(default_factory=list)    # --as-arch: why examples could not run locally
     regimes_run: set = field(default_factory=set)   # value regimes the search ran on rows of 2+ elements
     regime_base: dict | None = None   # the largest such passing input within REGIME_ELEMENTS
+    variant_base: dict | None = None  # ... and within VARIANT_ELEMENTS (the special regime's single kinds)
 
     failing_metrics: dict = field(default_factory=dict)   # the failing example's own metrics
     first_failure: dict | None = None   # the search's first failing input and its message, before shrinking
@@ -1040,9 +1045,10 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             rows = max((example[k] for k in ROW_KEYS if isinstance(example.get(k), int)), default=None)
             if "regime" in example and spec_size(example) > (rows or 1) and (rows is None or rows >= 2):
                 search.regimes_run.add(example["regime"])
-                if spec_size(example) <= regime_elements and (
-                        search.regime_base is None or spec_size(example) > spec_size(search.regime_base)):
-                    search.regime_base = example
+                for limit, held in ((regime_elements, "regime_base"), (VARIANT_ELEMENTS, "variant_base")):
+                    kept = getattr(search, held)
+                    if spec_size(example) <= limit and (kept is None or spec_size(example) > spec_size(kept)):
+                        setattr(search, held, example)
             if far_rows_base(example) and (search.far_base is None
                                            or far_rows_rank(example) > far_rows_rank(search.far_base)):
                 search.far_base = example
@@ -1086,7 +1092,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             return
         for regime in sorted(S.drawn_with_variants(drawable_regimes) - search.regimes_run,
                              key=lambda r: (r not in S.REGIMES, str(r))):
-            prop({**base, "regime": regime})
+            variant = regime in S.SPECIALS and regime not in S.REGIMES
+            prop({**((search.variant_base or base) if variant else base), "regime": regime})
 
     def many_rows_grids():
         """On the interpreter, the many-rows input's launches noted and not run (65,537 rows take
