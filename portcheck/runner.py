@@ -938,8 +938,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
 
     `on_example(spec)` is called before each example runs, so a supervisor that sees the process
     die or hang knows the exact input it was on; `on_example(spec, failed=message)` before a
-    failure's diagnosis, whose re-runs of other inputs may kill it, so that the failure stands. `as_arch`: archs that share their launches
-    (portcheck.as_arch.groups); the case runs with its launches configured for the first of
+    failure's diagnosis, whose re-runs of other inputs may kill it, so that the failure stands.
+    `as_arch`: archs that share their launches (portcheck.as_arch.groups); the case runs with its launches configured for the first of
     them, and the record (arch: that one, evidence "as-arch") says what changed to run locally.
     `deadline` (a time.monotonic() value): once it has passed after a failure, the search stops
     shrinking and reports the smallest failing input found so far, so that a failure is never

@@ -18,8 +18,9 @@ NaN, gives an output that depends on that choice.
 takes numpy's cast). `watching()` notes the conversions that met such values (where the kernel's
 masked-off lanes hold NaN, many meet one and discard it); `another_lowering()` gives each of them
 another value a lowering may give, one that differs from NVIDIA's for every such value: the
-type's own range saturated (where NVIDIA wraps an 8-bit result from 16 bits), NaN the type's
-minimum (an unsigned type's maximum). runner relaunches such an example once with it: an output
+type's own range saturated (where NVIDIA wraps an 8-bit result from 16 bits), NaN -1 (an unsigned
+type's 1: small, so that an index made from it reads next to its tensor, in a guard band, where
+x86's minimum would send the interpreter to an unmapped address). runner relaunches such an example once with it: an output
 that changes depends on values no vendor promises, whichever vendor it runs on.
 """
 from __future__ import annotations
@@ -75,8 +76,8 @@ def to_int(values, np_dst) -> np.ndarray:
         where = calling_line()
         if where not in _watch.lines:
             _watch.lines.append(where)
-    if _other:   # saturate to the type's own range, NaN -> its minimum (unsigned: its maximum)
-        wide = _saturated(t, bits, signed, lo if signed else hi)
+    if _other:   # saturate to the type's own range, NaN -> -1 (unsigned: 1): an index made so stays
+        wide = _saturated(t, bits, signed, -1 if signed else 1)   # next to its tensor, in a guard band
     else:        # NVIDIA: at least 16 bits, saturating, NaN -> 0
         wide = _saturated(t, max(bits, 16), signed, 0)
     return wide.astype(np_dst)   # integer narrowing keeps the low bits, as a narrow store does
@@ -120,6 +121,6 @@ def differs(name: str, first, second, lines: list[str]) -> str | None:
             f"or a value outside the integer type's range (LLVM's fptosi: poison), at "
             f"{', '.join(lines) or 'a cast'}: {name}{index} is {flat_a[at].item()} as "
             f"NVIDIA converts (cvt.rzi: saturating to 16 bits or more, then the low bits; NaN -> 0) and "
-            f"{flat_b[at].item()} where the conversion saturates to the type's own range and gives NaN its "
-            "minimum (AMD's v_cvt_i32_f32 saturates to 32 bits instead); clamp to the type's range and "
+            f"{flat_b[at].item()} where the conversion saturates to the type's own range and gives NaN -1 "
+            "(AMD's v_cvt_i32_f32 saturates to 32 bits instead, x86 gives the minimum); clamp to the type's range and "
             "handle NaN before the cast")
