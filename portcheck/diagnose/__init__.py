@@ -18,16 +18,16 @@ located > hint).
     across vendors vendors.py   `portcheck diff`: each difference between two runs classified
 
 `diagnose()` runs after a failure only (runner.check), on the failing example: one re-run of it,
-a capture of its launch's tile sizes and grid (not run), two launches one after the other (and, where they
-agree, one of the first input whose first launch was right), on the interpreter one with undefined
-lanes 0, two re-runs at
-other reduction lengths, for the offset regime one with the rows centred, for an error in the
-last partial tile one with a whole tile more, and where an autotune
-cache handed the example another input's configuration, one with a configuration of its own, on the case's own
-device; the rest is float64 arithmetic on the CPU. A time budget bounds the re-runs beyond the first: they are left out once
-it is spent (the first re-run always runs: it is the evidence every experiment reads, and costs
-what one launch of the check cost). A search's failure (not a replay's) is also replayed by its
-printed command in a fresh process, within a budget of its own (runner.fresh_replay_budget).
+a capture of its launch's tile sizes and grid (not run), two launches one after the other (and,
+where they agree, one of the first input whose first launch was right), on the interpreter one with
+undefined lanes 0, two re-runs at other reduction lengths, for the offset regime one with the rows
+centred, for an error in the last partial tile one with a whole tile more, and where an autotune
+cache handed the example another input's configuration, one with a configuration of its own, all
+on the case's own device; the rest is float64 arithmetic on the CPU. A time budget bounds the
+re-runs beyond the first: they are left out once it is spent (the first re-run always runs: it is
+the evidence every experiment reads, and costs what one launch of the check cost). A search's
+failure (not a replay's) is also replayed by its printed command in a fresh process, within a
+budget of its own (runner.fresh_replay_budget).
 """
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def from_messages(comparisons) -> list[Finding]:
     return found
 
 
-def _along(bad: torch.Tensor, dim: int) -> torch.Tensor:
+def along(bad: torch.Tensor, dim: int) -> torch.Tensor:
     """Which indices of dimension `dim` hold a bad element."""
     return bad.movedim(dim, 0).reshape(bad.shape[dim], -1).any(dim=1)
 
@@ -83,7 +83,7 @@ def tail(bad: torch.Tensor, tiles: dict) -> tuple[str, int, int, int, str] | Non
     if bad.dim() > 1:
         views.append(("the flattened tensor", bad.flatten(), 0))
     for label, view, dim in views:
-        hit = _along(view, dim).nonzero().flatten()
+        hit = along(view, dim).nonzero().flatten()
         if not hit.numel():
             continue
         start, n = int(hit[0]), view.shape[dim]
@@ -100,7 +100,7 @@ def _band(bad: torch.Tensor) -> str | None:
     if bad.dim() != 2:
         return None
     for dim, what in ((0, "rows"), (1, "columns")):
-        hit = _along(bad, dim).nonzero().flatten()
+        hit = along(bad, dim).nonzero().flatten()
         lo, hi, n = int(hit[0]), int(hit[-1]), bad.shape[dim]
         if bad.shape[1 - dim] < 2 or hi - lo + 1 != hit.numel() or hit.numel() >= n / 2:
             continue
@@ -117,7 +117,7 @@ def later_rows(m: OutputMap, grids: list[tuple]) -> list[Finding]:
     bad = m.bad
     if bad.dim() < 1 or not grids:
         return []
-    rows, hit = bad.shape[0], _along(bad, 0)
+    rows, hit = bad.shape[0], along(bad, 0)
     for programs in sorted({g[0] for g in grids if g and 1 < g[0] < rows}):
         run = -(-rows // programs)
         firsts = {"strided": torch.arange(rows) < programs, "in runs": torch.arange(rows) % run == 0}

@@ -15,7 +15,7 @@ import time
 from ..cases import Case
 from . import rerun
 from .finding import CORRELATED, FAILED, Finding
-from .position import _along, tail
+from .position import along, tail
 from .rerun import OutputMap, Run
 
 SIZE_SKIP = {"seed", "dtype"}
@@ -52,7 +52,7 @@ def every_tile(case: Case, target_name: str, run: Run, maps: list[OutputMap], ti
         other = longer.maps.get(m.name)
         if other is None:
             continue
-        hit = _along(other.bad, int(label.split()[1])).nonzero().flatten().tolist()
+        hit = along(other.bad, int(label.split()[1])).nonzero().flatten().tolist()
         whole = [i for i in hit if tile <= i < (n + tile) // tile * tile]
         if whole:
             found.append(Finding(
