@@ -7,8 +7,10 @@ an instruction, and they differ (Triton 3.6, cross-compiled):
   - NVIDIA: `cvt.rzi.s16.f32` for an 8-bit destination (`cvt.rzi.s32.f32` for 32 bits): it
     saturates to the 16-bit (32-bit) range and gives 0 for NaN; an 8-bit store keeps the low byte,
     so 300.0 -> 44 and 40000.0 -> 32767 -> -1;
-  - AMD (gfx942): `v_cvt_i32_f32` for both: it saturates to the 32-bit range (NaN -> 0), and the
-    low byte is stored, so 40000.0 -> 64;
+  - AMD (gfx942): a bare `v_cvt_i32_f32` for both, its low byte stored for int8: where that
+    instruction saturates at 32 bits, 40000.0 -> 64. (LLVM does not lean on what it gives out of
+    range: its `fptosi.sat` for gfx942 adds compares and selects around it, NaN -> 0 among them;
+    not measured here, no AMD GPU);
   - an x86 CPU (numpy, Triton's CPU backend): `cvttss2si` gives the "integer indefinite" value,
     the type's minimum, for NaN and out of range.
 A quantization kernel that casts before it clamps, or that divides by a zero scale and casts the
@@ -122,5 +124,5 @@ def differs(name: str, first, second, lines: list[str]) -> str | None:
             f"{', '.join(lines) or 'a cast'}: {name}{index} is {flat_a[at].item()} as "
             f"NVIDIA converts (cvt.rzi: saturating to 16 bits or more, then the low bits; NaN -> 0) and "
             f"{flat_b[at].item()} where the conversion saturates to the type's own range and gives NaN -1 "
-            "(AMD's v_cvt_i32_f32 saturates to 32 bits instead, x86 gives the minimum); clamp to the type's range and "
-            "handle NaN before the cast")
+            "(AMD's gfx942 code stores the low byte of a 32-bit v_cvt_i32_f32; x86 gives the minimum); clamp "
+            "to the type's range and handle NaN before the cast")
