@@ -214,7 +214,8 @@ def register(case: Case) -> Case:
     """Add a case; registering the same name twice with a different case is an error."""
     # a case registered outside any loading (from a conftest or a test module) is found again by
     # importing the module that registered it
-    origin = _loading if _loading is not None else sys._getframe(1).f_globals.get("__name__", "")
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    origin = _loading if _loading is not None else caller
     old = _REGISTRY.get(case.name)
     if old is not None and old is not case:
         # the same words from `portcheck run` (a failing row) and pytest (a collection error)
@@ -223,7 +224,7 @@ def register(case: Case) -> Case:
         raise ValueError(f"two cases are named {case.name!r}: {kind} of {first}, and one of "
                          f"{origin or 'this module'}; give yours another name")
     _REGISTRY[case.name] = case
-    _REGISTERED_BY.setdefault(case.name, sys._getframe(1).f_globals.get("__name__", ""))
+    _REGISTERED_BY.setdefault(case.name, caller)
     if origin and origin != "__main__" and not origin.startswith(BUILTIN_KERNELS + "."):
         _ORIGIN.setdefault(case.name, origin)
     return case

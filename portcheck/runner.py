@@ -248,16 +248,19 @@ def _launch_all(case: Case, target_name: str, spec: dict, args: dict, checks: Ch
         with clock.timing("compare"):
             for band in [*bands, *input_bands]:
                 violations += [v for v in band.violations() if v not in violations]
-        for band in input_bands:   # the next launch sees the same guards and gaps
-            if band.in_place:
-                band.raw.copy_(band.snapshot)
+        _restore_in_place(input_bands)   # the next launch sees the same guards and gaps
         if conversions is not None and conversions.lines:
             with clock.timing("launches"):
                 violations += _another_lowering(case, target_name, args, outs, conversions.lines)
-            for band in input_bands:
-                if band.in_place:
-                    band.raw.copy_(band.snapshot)
+            _restore_in_place(input_bands)
     return runs, violations, allocated, notes
+
+
+def _restore_in_place(input_bands: list) -> None:
+    """The inputs a launch updates in place, back to what they held before it."""
+    for band in input_bands:
+        if band.in_place:
+            band.raw.copy_(band.snapshot)
 
 
 def evaluate(case: Case, target_name: str, spec: dict, tol_factor: float = 1.0,
@@ -781,6 +784,12 @@ def _explain_allocated(case: Case, target_name: str, spec: dict, name: str, out:
                     f"{comp.mismatches} elements out of tolerance")
 
 
+def _larger(kept: dict | None, example: dict, limit: float = math.inf) -> dict | None:
+    """`example` where it is within `limit` elements (spec_size) and larger than `kept`, else `kept`."""
+    size = spec_size(example)
+    return example if size <= limit and (kept is None or size > spec_size(kept)) else kept
+
+
 @dataclass
 class _Search:
     examples: int = 0
@@ -1035,8 +1044,7 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
                 search.failing_autotune = autotuned.launched()
             raise CaseFailed(message)
         if hypothesis.currently_in_test_context():   # the search's own inputs, not the ones added after it
-            if search.largest is None or spec_size(example) > spec_size(search.largest):
-                search.largest = example
+            search.largest = _larger(search.largest, example)
             if autotuned.launched():
                 search.autotuned.append((example, autotuned.launched()))
             # a regime counts once drawn on a row of two elements or more and, where the spec has
@@ -1045,10 +1053,8 @@ def check(case: Case, target_name: str, arch: str, dtype: str, *, settings: hypo
             rows = max((example[k] for k in ROW_KEYS if isinstance(example.get(k), int)), default=None)
             if "regime" in example and spec_size(example) > (rows or 1) and (rows is None or rows >= 2):
                 search.regimes_run.add(example["regime"])
-                for limit, held in ((regime_elements, "regime_base"), (VARIANT_ELEMENTS, "variant_base")):
-                    kept = getattr(search, held)
-                    if spec_size(example) <= limit and (kept is None or spec_size(example) > spec_size(kept)):
-                        setattr(search, held, example)
+                search.regime_base = _larger(search.regime_base, example, regime_elements)
+                search.variant_base = _larger(search.variant_base, example, VARIANT_ELEMENTS)
             if far_rows_base(example) and (search.far_base is None
                                            or far_rows_rank(example) > far_rows_rank(search.far_base)):
                 search.far_base = example

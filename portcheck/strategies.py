@@ -148,7 +148,7 @@ def regimes(allowed=REGIMES[:-1]) -> st.SearchStrategy[str]:
 def drawn_with_variants(regimes: set) -> set:
     """The regimes a check runs for a case that draws `regimes`: those, and where it draws special
     values, each kind of them alone (SPECIALS)."""
-    return set(regimes) | ({r for r in SPECIALS} if "special" in regimes else set())
+    return set(regimes) | (set(SPECIALS) if "special" in regimes else set())
 
 
 def with_regimes(build) -> tuple[st.SearchStrategy, set]:
